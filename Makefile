@@ -1,0 +1,37 @@
+# Every target that needs the virtual environment creates it first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.cache/jax
+export MUJOCO_GL ?= disable
+
+.PHONY: install run test lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python -m envs.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --durations=15
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/env_throughput.py
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache

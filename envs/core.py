@@ -1,0 +1,121 @@
+"""The functional environment interface every backend is adapted to.
+
+An :class:`Env` is a frozen bundle of static facts (:class:`EnvSpec`) and two pure
+functions over one (unbatched) environment:
+
+    reset(key)            -> EnvState
+    step(state, action)   -> EnvState
+
+``action`` is always in *agent units*: a float vector of size ``spec.action_size``.
+Continuous actions lie in [-1, 1] and are mapped to the backend's finite Box bounds
+by :func:`envs.bounds.to_env_action` (design §5.1); discrete actions are one-hot
+vectors (argmax taken). ``step`` applies ``spec.action_repeat`` backend steps and
+enforces the time limit ``spec.episode_length`` (in agent steps). It never resets:
+resets are the row collector's job (static mode) or the :mod:`envs.autoreset`
+wrapper's (dynamic mode).
+
+Batch with ``jax.vmap``; every field of :class:`EnvState` is per-env.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+BACKENDS = ("gymnax", "brax", "playground", "probe")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Static facts of an environment, as the agent sees it.
+
+    Attributes:
+      env_id: registry id (``walker_walk``, ``pendulum``, ...).
+      backend: one of :data:`BACKENDS`.
+      obs_size: size of the flat float32 observation vector.
+      action_size: continuous action dim, or number of discrete actions.
+      discrete: whether actions are one-hot over ``action_size`` choices.
+      action_low, action_high: the backend's Box bounds (continuous only), per dim.
+      episode_length: T, the time limit in *agent* steps (design §2).
+      action_repeat: backend steps per agent step.
+      can_terminate: whether an episode may end before T (true termination).
+    """
+
+    env_id: str
+    backend: str
+    obs_size: int
+    action_size: int
+    discrete: bool
+    episode_length: int
+    action_repeat: int = 1
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+    can_terminate: bool = False
+
+
+@struct.dataclass
+class EnvState:
+    """Per-env state after a reset or a step.
+
+    Attributes:
+      inner: the backend's own state pytree.
+      obs: [obs_size] float32, the observation now.
+      reward: [] float32, reward of the last agent step (summed over repeats), 0 after reset.
+      done: [] bool, the episode ended on the last step (terminated or time limit).
+      terminated: [] bool, the episode ended by a true termination (no bootstrap).
+      t: [] int32, agent steps taken in this episode.
+      key: PRNG key for the backend's own randomness (gymnax steps are stochastic).
+    """
+
+    inner: Any
+    obs: jax.Array
+    reward: jax.Array
+    done: jax.Array
+    terminated: jax.Array
+    t: jax.Array
+    key: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class Env:
+    """A pure, unbatched environment: ``reset(key)`` and ``step(state, action)``."""
+
+    spec: EnvSpec
+    reset: Callable[[jax.Array], EnvState]
+    step: Callable[[EnvState, jax.Array], EnvState]
+
+    def __hash__(self) -> int:  # static argument to jit: identity of the spec + functions
+        return hash((self.spec, self.reset, self.step))
+
+
+def initial_state(inner: Any, obs: jax.Array, key: jax.Array) -> EnvState:
+    """EnvState right after a reset: zero reward, not done, t = 0."""
+    return EnvState(
+        inner=inner,
+        obs=jnp.asarray(obs, jnp.float32).reshape(-1),
+        reward=jnp.zeros((), jnp.float32),
+        done=jnp.zeros((), bool),
+        terminated=jnp.zeros((), bool),
+        t=jnp.zeros((), jnp.int32),
+        key=key,
+    )
+
+
+def agent_episode_length(backend_episode_length: int, action_repeat: int) -> int:
+    """T in agent steps from the backend's time limit in backend steps (design §2).
+
+    Raises ValueError when the limit is not a multiple of the repeat.
+    """
+    if action_repeat < 1:
+        raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+    if backend_episode_length % action_repeat:
+        raise ValueError(
+            f"episode length {backend_episode_length} (backend steps) is not divisible by "
+            f"action_repeat={action_repeat}; choose a repeat that divides it"
+        )
+    return backend_episode_length // action_repeat
