@@ -1,0 +1,174 @@
+"""Shared Flax building blocks: initializers, dense layer, activations, norms, NormedMLP.
+
+Design §3 (``blocks``). Only what both agents use:
+
+* DreamerV3 (2411f7d ``nets.py``): fan-in truncated-normal kernels
+  (:func:`dreamerv3_kernel_init`, D23), RMSNorm eps 1e-4 without offset, SiLU, bias kept.
+* TD-MPC2 (b67b21c ``layers.py`` / ``init.py``): N(0, 0.02) kernels
+  (:func:`tdmpc2_kernel_init`), LayerNorm eps 1e-5, Mish, dropout on the first hidden
+  layer's linear output (before the norm) of each Q member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "ACTIVATIONS",
+    "NormedMLP",
+    "RMSNorm",
+    "activation",
+    "dreamerv3_kernel_init",
+    "linear",
+    "mish",
+    "tdmpc2_kernel_init",
+]
+
+Initializer = Callable[..., jax.Array]
+
+
+def dreamerv3_kernel_init(outscale: float = 1.0) -> Initializer:
+    """DreamerV3 ``winit: normal`` kernel initializer (design §3, D23).
+
+    ``variance_scaling(outscale**2, "fan_in", "truncated_normal")``: a standard normal
+    truncated to ``[-2, 2]``, divided by its std (0.87962566), times
+    ``outscale / sqrt(fan_in)``; so the samples have std ``outscale / sqrt(fan_in)`` and
+    ``|w| <= 2.2737 * outscale / sqrt(fan_in)``. For a Dense kernel ``[in, out]`` the fan-in
+    is ``in``. ``outscale = 0`` gives zeros (reward and critic output layers).
+    """
+    return jax.nn.initializers.variance_scaling(outscale**2, "fan_in", "truncated_normal")
+
+
+def tdmpc2_kernel_init() -> Initializer:
+    """TD-MPC2 kernel initializer: untruncated ``N(0, 0.02**2)`` (design §3).
+
+    torch's ``trunc_normal_(std=0.02)`` keeps its default absolute bounds ``a=-2, b=2``,
+    i.e. +-100 sigma, so it is a plain normal for all practical purposes; JAX's
+    ``truncated_normal(0.02)`` would truncate at +-2 sigma and is not equivalent.
+    """
+    return jax.nn.initializers.normal(stddev=0.02)
+
+
+def linear(
+    features: int,
+    kernel_init: Initializer,
+    bias_init: Initializer = nn.initializers.zeros,
+    use_bias: bool = True,
+    name: str | None = None,
+) -> nn.Dense:
+    """``nn.Dense(features)`` with explicit initializers (design §3).
+
+    Maps ``[..., in] -> [..., features]``; params ``kernel [in, features]`` and (when
+    ``use_bias``) ``bias [features]`` (zeros by default, as in both references).
+    """
+    return nn.Dense(
+        features, use_bias=use_bias, kernel_init=kernel_init, bias_init=bias_init, name=name
+    )
+
+
+def mish(x: jax.Array) -> jax.Array:
+    """Mish ``x * tanh(softplus(x))`` (TD-MPC2's activation), elementwise; design §3."""
+    return x * jnp.tanh(jax.nn.softplus(x))
+
+
+def _identity(x: jax.Array) -> jax.Array:
+    return x
+
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "silu": jax.nn.silu,
+    "mish": mish,
+    "relu": jax.nn.relu,
+    "elu": jax.nn.elu,
+    "tanh": jnp.tanh,
+    "identity": _identity,
+}
+
+
+def activation(name: str) -> Callable[[jax.Array], jax.Array]:
+    """The elementwise activation called ``name`` (design §3); shape-preserving.
+
+    Valid names: silu, mish, relu, elu, tanh, identity. Raises ``ValueError`` otherwise.
+    """
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        valid = ", ".join(sorted(ACTIVATIONS))
+        raise ValueError(f"unknown activation {name!r}; valid names: {valid}") from None
+
+
+class RMSNorm(nn.Module):
+    """RMS normalisation over the last axis, learnable scale, no offset (design §3).
+
+    ``y = x * rsqrt(mean(x**2, -1) + eps) * scale`` with the statistics and the product in
+    float32; the output is cast back to the input dtype. Param: ``scale [features]``
+    (float32, init ones). Input ``[..., features]`` -> output ``[..., features]``.
+    DreamerV3 computes the statistics in the compute dtype (bf16 in its default config);
+    we always use float32 (design §3; identical in float32).
+    """
+
+    eps: float = 1e-4
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
+        x32 = jnp.asarray(x, jnp.float32)
+        ms = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
+        y = x32 * jax.lax.rsqrt(ms + self.eps) * scale
+        return y.astype(x.dtype)
+
+
+class NormedMLP(nn.Module):
+    """Stack of ``layers`` hidden layers Dense -> [Dropout] -> Norm -> Act (design §3).
+
+    Layer ``i`` is ``dense_i`` (``units`` wide, bias kept), then for ``i == 0`` only and only
+    when ``dropout > 0`` a ``Dropout(dropout)`` on the linear output (TD-MPC2 applies it
+    before LayerNorm; needs a ``'dropout'`` rng when ``deterministic=False``), then
+    ``norm_i`` and the activation. Returns the last hidden activation; no output layer.
+
+    Fields:
+        layers: number of hidden layers (0 returns the input unchanged).
+        units: width of every hidden layer.
+        act: activation name (see :func:`activation`): "silu" (DreamerV3), "mish" (TD-MPC2).
+        norm: "rms" (:class:`RMSNorm`, DreamerV3) or "layer" (``nn.LayerNorm`` with
+            ``use_fast_variance=False``, TD-MPC2).
+        norm_eps: norm epsilon; ``None`` means 1e-4 for "rms", 1e-5 for "layer".
+        kernel_init: Dense kernel initializer (default :func:`dreamerv3_kernel_init`).
+        dropout: dropout rate of the first layer (TD-MPC2 Q members: 0.01).
+
+    Shapes: ``x [..., in] -> [..., units]``. Param tree::
+
+        dense_{i}: {kernel: [in_i, units], bias: [units]}    in_0 = in, in_i = units
+        norm_{i}:  {scale: [units]}                 (rms)
+                   {scale: [units], bias: [units]}  (layer)
+    """
+
+    layers: int
+    units: int
+    act: str = "silu"
+    norm: str = "rms"
+    norm_eps: float | None = None
+    kernel_init: Initializer = dreamerv3_kernel_init()
+    dropout: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
+        act = activation(self.act)
+        if self.norm not in ("rms", "layer"):
+            raise ValueError(f"norm must be 'rms' or 'layer', got {self.norm!r}")
+        for i in range(self.layers):
+            x = linear(self.units, self.kernel_init, name=f"dense_{i}")(x)
+            if i == 0 and self.dropout > 0.0:
+                x = nn.Dropout(rate=self.dropout, name="dropout_0")(x, deterministic=deterministic)
+            if self.norm == "rms":
+                eps = 1e-4 if self.norm_eps is None else self.norm_eps
+                x = RMSNorm(eps=eps, name=f"norm_{i}")(x)
+            else:
+                eps = 1e-5 if self.norm_eps is None else self.norm_eps
+                x = nn.LayerNorm(epsilon=eps, use_fast_variance=False, name=f"norm_{i}")(x)
+            x = act(x)
+        return x
