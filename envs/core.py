@@ -70,6 +70,11 @@ class EnvState:
       terminated: [] bool, the episode ended by a true termination (no bootstrap).
       t: [] int32, agent steps taken in this episode.
       key: PRNG key for the backend's own randomness (gymnax steps are stochastic).
+      final_obs: [obs_size] float32 or None. None on plain envs. On an
+        :func:`envs.autoreset.autoreset` env: after a step that ended the episode
+        (``done``), the episode's final observation (``obs`` is then already the next
+        episode's reset observation); otherwise equal to ``obs`` (deviation E20). Read it
+        with :func:`envs.autoreset.get_final_obs`, which works for both.
     """
 
     inner: Any
@@ -79,6 +84,7 @@ class EnvState:
     terminated: jax.Array
     t: jax.Array
     key: jax.Array
+    final_obs: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,10 +11,11 @@ from envs.core import Env, EnvSpec, initial_state
 from envs.row_collector import RowCollector
 
 
-def counter_env(T: int, terminate_at: int | None = None) -> Env:
+def counter_env(T: int, terminate_at: int | None = None, random_length: bool = False) -> Env:
     """obs = [t, start, last action]; reward = t after the step; ``start`` drawn at reset.
 
-    Terminates (terminated=True) when t reaches ``terminate_at`` (when given).
+    Terminates (terminated=True) when t reaches ``terminate_at`` (when given), or, with
+    ``random_length``, when t reaches ``2 + floor(4 * start)`` (episodes of 2..5 steps).
     """
     spec = EnvSpec(
         env_id="counter",
@@ -23,7 +24,7 @@ def counter_env(T: int, terminate_at: int | None = None) -> Env:
         action_size=1,
         discrete=False,
         episode_length=T,
-        can_terminate=terminate_at is not None,
+        can_terminate=terminate_at is not None or random_length,
     )
 
     def reset(key):
@@ -33,6 +34,8 @@ def counter_env(T: int, terminate_at: int | None = None) -> Env:
     def step(state, action):
         t = state.t + 1
         term = jnp.asarray(False) if terminate_at is None else t >= terminate_at
+        if random_length:
+            term = t >= 2 + jnp.floor(4 * state.inner).astype(jnp.int32)
         obs = jnp.stack([t.astype(jnp.float32), state.inner, action[0]])
         return state.replace(
             obs=obs,
@@ -54,7 +57,9 @@ def run(collector: RowCollector, n_ticks: int, policy_fn=None, seed_ticks: int =
         state = collector.init(k0, policy_carry=jnp.zeros(collector.n_envs))
 
         def _body(state, i, k):
-            state, row, stats = collector.tick(state, i, k, policy_fn, random_actions=i < seed_ticks)
+            state, row, stats = collector.tick(
+                state, i, k, policy_fn, random_actions=i < seed_ticks
+            )
             return state, (row, stats)
 
         xs = (jnp.arange(n_ticks), jax.random.split(k1, n_ticks))
@@ -108,16 +113,20 @@ def test_static_fresh_reset_and_distinct_envs():
     # within an episode the start is carried unchanged
     ep = np.arange(rows.obs.shape[0]) // (T + 1)
     for e in range(3):
-        np.testing.assert_array_equal(rows.obs[ep == e, :, 1], np.broadcast_to(starts[e], (T + 1, 4)))
+        np.testing.assert_array_equal(
+            rows.obs[ep == e, :, 1], np.broadcast_to(starts[e], (T + 1, 4))
+        )
 
 
 def test_static_seed_phase_random_actions():
     T = 4
     col = RowCollector(counter_env(T), 2, "static")
     state, rows, _ = run(col, 2 * (T + 1), policy_t, seed_ticks=T + 1)
-    first = rows.action[: T, :, 0]
+    first = rows.action[:T, :, 0]
     assert (np.abs(first) <= 1).all() and np.unique(first).size == first.size
-    np.testing.assert_allclose(rows.action[T + 1 : 2 * T + 1, :, 0], rows.obs[T + 1 : 2 * T + 1, :, 0] / 10)
+    np.testing.assert_allclose(
+        rows.action[T + 1 : 2 * T + 1, :, 0], rows.obs[T + 1 : 2 * T + 1, :, 0] / 10
+    )
     np.testing.assert_array_equal(np.asarray(state.policy_carry), T)
     assert rows.extras["t_seen"][:T].sum() == 0  # extras zero in the random phase
 
@@ -164,14 +173,29 @@ def test_dynamic_counter_with_terminations():
 
 
 def test_dynamic_per_env_hold():
-    """Two envs with different episode ends stay independent (per-env hold)."""
-    T = 3
-    col = RowCollector(counter_env(T), 2, "dynamic")
-    _, rows, _ = run(col, 8)
-    # lockstep here (same T), but each env follows T+1 rows per episode
-    np.testing.assert_array_equal(rows.obs[:, 0, 0], np.tile(np.arange(T + 1), 2))
-    assert not rows.is_terminal.any()
-    np.testing.assert_array_equal(rows.action[rows.is_last], 0.0)
+    """Envs with different episode lengths stay independent: each env's stream is
+    first .. last episodes of its own length, the held env emits its reset obs next."""
+    n, n_ticks = 4, 40
+    col = RowCollector(counter_env(100, random_length=True), n, "dynamic")
+    state, rows, stats = run(col, n_ticks, key=5)
+    lengths_seen = set()
+    for e in range(n):
+        t, start = rows.obs[:, e, 0], rows.obs[:, e, 1]
+        k = 0
+        while k < n_ticks:
+            assert rows.is_first[k, e] and t[k] == 0
+            L = 2 + int(np.floor(4 * np.float32(start[k])))
+            seg = slice(k, min(k + L + 1, n_ticks))
+            np.testing.assert_array_equal(t[seg], np.arange(seg.stop - seg.start))
+            np.testing.assert_array_equal(start[seg], start[k])
+            if k + L < n_ticks:
+                assert rows.is_last[k + L, e] and rows.is_terminal[k + L, e]
+                assert rows.action[k + L, e, 0] == 0.0
+                lengths_seen.add(L)
+            k += L + 1
+    assert len(lengths_seen) > 1  # the envs really ran episodes of different lengths
+    assert int(state.env_steps) == n * n_ticks - rows.is_last.sum()
+    np.testing.assert_array_equal(stats.lengths[stats.done] >= 2, True)
 
 
 # ------------------------------------------------------------------ real backends
@@ -210,3 +234,22 @@ def test_static_playground_consecutive_episodes_differ():
     flat = firsts.reshape(-1, firsts.shape[-1])
     assert len({tuple(np.round(o, 6)) for o in flat}) == flat.shape[0]
     assert rows.is_last.sum() == 3 * 2
+
+
+def test_dynamic_held_env_state_bit_identical():
+    """On its hold tick an env is not stepped: its whole env state is bit-identical."""
+    col = RowCollector(counter_env(100, random_length=True), 3, "dynamic")
+    k = jax.random.key(11)
+    state = col.init(k)
+    tick = jax.jit(lambda s, i, k: col.tick(s, i, k))
+    checked = 0
+    for i in range(30):
+        nxt, row, _ = tick(state, jnp.asarray(i), jax.random.fold_in(k, i))
+        for e in np.flatnonzero(np.asarray(row.is_last)):
+            for a, b in zip(jax.tree.leaves(state.env_state), jax.tree.leaves(nxt.env_state)):
+                if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
+                    a, b = jax.random.key_data(a), jax.random.key_data(b)
+                np.testing.assert_array_equal(np.asarray(a)[e], np.asarray(b)[e])
+            checked += 1
+        state = nxt
+    assert checked >= 5

@@ -22,12 +22,14 @@ def fill(buf: EpisodeBuffer, n_ticks: int):
 
 
 def test_sizing_for_run():
-    buf = EpisodeBuffer.for_run(T=500, n_envs=1, obs_size=24, action_size=6,
-                                buffer_size=1_000_000, env_steps=10_000)
+    buf = EpisodeBuffer.for_run(
+        T=500, n_envs=1, obs_size=24, action_size=6, buffer_size=1_000_000, env_steps=10_000
+    )
     assert buf.rounds == 10_000 // 500 + 1
     assert buf.nbytes() == 4 * buf.rounds * 501 * 31
-    small = EpisodeBuffer.for_run(T=10, n_envs=4, obs_size=3, action_size=1,
-                                  buffer_size=100, env_steps=10_000)
+    small = EpisodeBuffer.for_run(
+        T=10, n_envs=4, obs_size=3, action_size=1, buffer_size=100, env_steps=10_000
+    )
     assert small.rounds == 3 + 1  # ceil(100 / 40) + staging
 
 
