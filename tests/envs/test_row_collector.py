@@ -246,7 +246,9 @@ def test_dynamic_held_env_state_bit_identical():
     for i in range(30):
         nxt, row, _ = tick(state, jnp.asarray(i), jax.random.fold_in(k, i))
         for e in np.flatnonzero(np.asarray(row.is_last)):
-            for a, b in zip(jax.tree.leaves(state.env_state), jax.tree.leaves(nxt.env_state)):
+            for a, b in zip(
+                jax.tree.leaves(state.env_state), jax.tree.leaves(nxt.env_state), strict=True
+            ):
                 if jnp.issubdtype(a.dtype, jax.dtypes.prng_key):
                     a, b = jax.random.key_data(a), jax.random.key_data(b)
                 np.testing.assert_array_equal(np.asarray(a)[e], np.asarray(b)[e])
