@@ -1,0 +1,258 @@
+"""The TD-MPC2 agent: ``init`` / ``train`` / ``evaluate`` as pure functions of one seed.
+
+``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (design §4.4,
+ARCHITECTURE.md). Per tick:
+
+1. the static row collector emits one row per env: uniform random actions during the
+   seed phase, the MPPI planner (vmapped over envs, warm-start mean carried per env)
+   afterwards; the hold tick resets every env;
+2. the rows are written into the episode buffer;
+3. ``Schedule.n_updates(tick)`` updates run in a ``fori_loop`` (unbatched trip count
+   under the seed vmap, design §5.3), each on a fresh uniform batch.
+
+Every random draw is derived from the seed's key folded with the absolute tick, so a run
+split into chunks (``train(s, arange(0, k))`` then ``train(s, arange(k, n))``) is
+bit-identical to an uninterrupted one.
+
+Terminations are refused: an env that can terminate is rejected at construction, and
+the collector counts off-schedule dones and terminal rows so the caller can raise after
+``train`` (:func:`check_no_terminations`; the reference silently treats any done as a
+time limit, deviation T31).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from agents.tdmpc2.buffer import EpisodeBuffer, EpisodeBufferState
+from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.planner import draw_plan_noise, plan
+from agents.tdmpc2.schedule import Schedule
+from agents.tdmpc2.update import (
+    TDMPC2TrainState,
+    draw_update_noise,
+    init_train_state,
+    update,
+)
+from agents.tdmpc2.world_model import WorldModel
+from envs.core import Env
+from envs.row_collector import RowCollector, RowCollectorState
+
+
+@struct.dataclass
+class TDMPC2State:
+    """One seed's whole state (design §4.5)."""
+
+    train: TDMPC2TrainState
+    collector: RowCollectorState  # policy_carry = prev_mean [n_envs, H, A]
+    buffer: EpisodeBufferState
+    key: jax.Array
+    tick: jax.Array  # [] int32, next absolute tick
+    n_updates: jax.Array  # [] int32
+    n_terminations: jax.Array  # [] int32, terminal rows on the schedule's last step
+    n_evals: jax.Array  # [] int32
+    last_metrics: dict  # the last update's metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class TDMPC2:
+    """TD-MPC2 on ``env`` for a run of ``total_env_steps`` agent steps (sizes the buffer)."""
+
+    cfg: TDMPC2Config
+    env: Env
+    total_env_steps: int
+
+    def __post_init__(self) -> None:
+        spec = self.env.spec
+        if spec.discrete:
+            raise ValueError(
+                f"TD-MPC2 needs continuous actions, but env {spec.env_id!r} has "
+                f"{spec.action_size} discrete actions; pick a continuous-control env "
+                "(e.g. pendulum, walker_walk) or agent=dreamerv3"
+            )
+        if spec.can_terminate:
+            raise ValueError(
+                f"env {spec.env_id!r} can terminate early, and TD-MPC2 (paper code) is for "
+                "fixed-length, non-terminating tasks (design §4.4, §8); pick a DMC task"
+            )
+        cfg = self.cfg.resolve(spec.episode_length, spec.action_size)
+        object.__setattr__(self, "cfg", cfg)
+
+    # ----------------------------------------------------------- components
+    @property
+    def wm(self) -> WorldModel:
+        return WorldModel(self.cfg, self.env.spec.obs_size, self.env.spec.action_size)
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(self.env.spec.episode_length, self.cfg.n_envs, self.cfg.seed_steps)
+
+    @property
+    def collector(self) -> RowCollector:
+        return RowCollector(self.env, self.cfg.n_envs, "static")
+
+    @property
+    def buffer(self) -> EpisodeBuffer:
+        spec = self.env.spec
+        return EpisodeBuffer.for_run(
+            spec.episode_length,
+            self.cfg.n_envs,
+            spec.obs_size,
+            spec.action_size,
+            self.cfg.buffer_size,
+            self.total_env_steps,
+        )
+
+    def ticks_for(self, env_steps: int) -> int:
+        """Ticks that take ``env_steps`` agent steps per env (hold ticks included)."""
+        T = self.env.spec.episode_length
+        per_env = -(-env_steps // self.cfg.n_envs)
+        return per_env + per_env // T
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes per seed: replay buffer and parameters + optimiser states + target Q."""
+        params = jax.eval_shape(lambda: init_train_state(self.wm, jax.random.key(0)))
+        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
+        return {"replay": self.buffer.nbytes(), "train_state": int(state_bytes)}
+
+    # ----------------------------------------------------------------- init
+    def init(self, key: jax.Array) -> TDMPC2State:
+        k_train, k_col, key = jax.random.split(key, 3)
+        H, A, n = self.cfg.horizon, self.env.spec.action_size, self.cfg.n_envs
+        train = init_train_state(self.wm, k_train)
+        metrics = jax.eval_shape(lambda: self._update(train, self.buffer.init(), 0, key)[1])
+        zero = jnp.zeros((), jnp.int32)
+        return TDMPC2State(
+            train=train,
+            collector=self.collector.init(k_col, policy_carry=jnp.zeros((n, H, A))),
+            buffer=self.buffer.init(),
+            key=key,
+            tick=zero,
+            n_updates=zero,
+            n_terminations=zero,
+            n_evals=zero,
+            last_metrics=jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics),
+        )
+
+    # ---------------------------------------------------------------- acting
+    def policy_fn(self, params: dict, eval_mode: bool):
+        """Batched planner policy for the row collector: carry = prev_mean [n, H, A]."""
+        wm, cfg, A = self.wm, self.cfg, self.env.spec.action_size
+
+        def policy(prev_mean, obs, is_first, key):
+            keys = jax.random.split(key, obs.shape[0])
+            noise = jax.vmap(lambda k: draw_plan_noise(k, cfg, A))(keys)
+            act = jax.vmap(
+                lambda o, m, t0, nz: plan(wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode)[:2]
+            )
+            action, mean = act(obs, prev_mean, is_first, noise)
+            return action, mean, None
+
+        return policy
+
+    # ---------------------------------------------------------------- update
+    def _update(
+        self, train: TDMPC2TrainState, buffer: EpisodeBufferState, tick: Any, key: jax.Array
+    ):
+        k_batch, k_noise = jax.random.split(key)
+        batch = self.buffer.sample(buffer, tick, k_batch, self.cfg.batch_size, self.cfg.horizon)
+        noise = draw_update_noise(k_noise, self.cfg, self.env.spec.action_size)
+        return update(self.wm, self.cfg, train, batch, noise)
+
+    # ----------------------------------------------------------------- train
+    def train(self, state: TDMPC2State, ticks: jax.Array) -> tuple[TDMPC2State, dict]:
+        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``)."""
+        sched, col, buf = self.schedule, self.collector, self.buffer
+
+        def tick_fn(carry, i):
+            state, ret_sum, ep_count = carry
+            k_tick = jax.random.fold_in(state.key, i)
+            k_col, k_upd = jax.random.split(k_tick)
+            policy = self.policy_fn(state.train.params, eval_mode=False)
+            cstate, row, stats = col.tick(
+                state.collector, i, k_col, policy, sched.random_actions(i)
+            )
+            buffer = buf.add(state.buffer, i, row.obs, row.action, row.reward)
+            n = sched.n_updates(i)
+
+            def one_update(j, c):
+                train, _ = c
+                return self._update(train, buffer, i, jax.random.fold_in(k_upd, j))
+
+            train, metrics = jax.lax.fori_loop(0, n, one_update, (state.train, state.last_metrics))
+            state = state.replace(
+                train=train,
+                collector=cstate,
+                buffer=buffer,
+                tick=i + 1,
+                n_updates=state.n_updates + n,
+                n_terminations=state.n_terminations + jnp.sum(row.is_terminal, dtype=jnp.int32),
+                last_metrics=metrics,
+            )
+            ret_sum = ret_sum + jnp.sum(stats.returns)
+            ep_count = ep_count + jnp.sum(stats.done, dtype=jnp.int32)
+            return (state, ret_sum, ep_count), None
+
+        init = (state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        (state, ret_sum, ep_count), _ = jax.lax.scan(tick_fn, init, ticks)
+        metrics = {
+            **self.counters(state),
+            "Train/episodic mean reward": jnp.where(
+                ep_count > 0, ret_sum / jnp.maximum(ep_count, 1), jnp.nan
+            ),
+            "Train/episodes": ep_count,
+            "n_offschedule_dones": state.collector.n_offschedule_dones,
+            "n_terminations": state.n_terminations,
+            **{f"Train/{k}": v for k, v in state.last_metrics.items()},
+        }
+        return state, metrics
+
+    def counters(self, state: TDMPC2State) -> dict[str, jax.Array]:
+        """timestep = agent env steps; env_frames = env steps x action repeat (design §2)."""
+        steps = state.collector.env_steps
+        return {
+            "timestep": steps,
+            "env_frames": steps * self.env.spec.action_repeat,
+            "Train/n_updates": state.n_updates,
+        }
+
+    # -------------------------------------------------------------- evaluate
+    def evaluate(self, state: TDMPC2State, key: jax.Array) -> tuple[TDMPC2State, dict]:
+        """``eval_episodes`` fresh episodes in parallel with the eval-mode planner and a
+        separate planner carry (deviation T32); key folded with the evaluation count."""
+        n, T = self.cfg.eval_episodes, self.env.spec.episode_length
+        H, A = self.cfg.horizon, self.env.spec.action_size
+        col = RowCollector(self.env, n, "static")
+        key = jax.random.fold_in(key, state.n_evals)
+        k_init, k_run = jax.random.split(key)
+        cstate = col.init(k_init, policy_carry=jnp.zeros((n, H, A)))
+        policy = self.policy_fn(state.train.params, eval_mode=True)
+
+        def tick_fn(cstate, i):
+            cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy, False)
+            return cstate, stats
+
+        _, stats = jax.lax.scan(tick_fn, cstate, jnp.arange(T + 1))
+        returns = jnp.sum(stats.returns, axis=0)  # [n]
+        metrics = {
+            "Eval/episodic mean reward": jnp.mean(returns),
+            "Eval/episode returns": returns,
+        }
+        return state.replace(n_evals=state.n_evals + 1), metrics
+
+
+def check_no_terminations(metrics: dict) -> None:
+    """Host-side guard after ``train``: TD-MPC2 refuses terminating episodes (T31)."""
+    off = int(jnp.max(metrics["n_offschedule_dones"]))
+    term = int(jnp.max(metrics["n_terminations"]))
+    if off or term:
+        raise ValueError(
+            f"the environment terminated episodes ({off} early dones, {term} terminal final "
+            "steps); TD-MPC2 (paper code) bootstraps every episode end as a time limit and "
+            "is only valid on fixed-length, non-terminating tasks"
+        )
