@@ -1,0 +1,426 @@
+"""TD-MPC2 update as a pure, jittable function (design §4.2; notes §3).
+
+Reproduces ``TDMPC2.update`` / ``update_pi`` / ``_td_target`` of the reference
+(``tdmpc2/tdmpc2.py:169-286`` at b67b21c; identical at 5f6fade) step by step:
+
+1. TD target (no grad, *pre-step* params): ``next_z = encode(obs[1:])`` with the online
+   encoder, ``a' = pi(next_z)`` sampled with ``noise.eps_td``, ``td = r + gamma * min`` of the
+   two *target* Q members ``noise.pair_td`` (dropout pass 0).
+2. Latent rollout from ``encode(obs[0])`` through the dynamics; consistency loss
+   ``sum_t rho^t mse(z_{t+1}, next_z[t]) / H``.
+3. Reward / value soft cross-entropies on ``zs[:-1]``, weighted by ``rho^t``, normalised by
+   ``H`` and ``H * num_q`` (value: all Q members, dropout pass 1);
+   ``total = 20 consistency + 0.1 reward + 0.1 value``.
+4. Gradient of ``total`` w.r.t. encoder, dynamics, reward and Q; clipped with torch's
+   ``clip_grad_norm_`` formula whose total norm also contains the *previous* update's
+   post-clip policy gradient (the reference's stale ``_pi`` grads, notes §3 step 6; carried as
+   the scalar ``pi_grad_sq``); Adam (eps 1e-8), encoder lr x ``enc_lr_scale``.
+5. Policy loss on the detached pre-step latents ``zs`` with fresh ``noise.eps_pi`` and the
+   *post-step* online Q (mean of members ``noise.pair_pi``, dropout pass 2, no gradient to Q);
+   RunningScale updated with ``q[0]`` then used to divide; ``mean_t rho^t mean_B(
+   entropy_coef log_pi - q)`` over ``t = 0..H``; clip (torch formula) and Adam (eps ``pi_eps``).
+6. Target-Q EMA ``target <- lerp(target, q, tau)`` with the post-step Q.
+
+Randomness enters only through :class:`UpdateNoise` (design §4.2 randomness seams). Jit with
+``jax.jit(update, static_argnums=(0, 1, 5))`` (``wm``, ``cfg``, ``return_grads``).
+Deviations (``docs/deviations_tdmpc2_update.md``): T1 (random draws from JAX keys), T2 (only
+the drawn pair of Q members is evaluated), T3 (stale policy-gradient norm carried as a scalar;
+torch-formula clips applied before the optax Adam), T4 (policy-squash numerics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from agents.common.normalizers import RunningScale
+from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.world_model import Params, WorldModel
+
+__all__ = [
+    "WM_KEYS",
+    "TDMPC2TrainState",
+    "UpdateNoise",
+    "draw_update_noise",
+    "global_norm_sq",
+    "init_train_state",
+    "make_optimizers",
+    "model_losses",
+    "policy_loss",
+    "td_target",
+    "torch_clip_by_global_norm",
+    "train_state_from_params",
+    "update",
+]
+
+# World-model modules trained by the world-model optimizer (``tdmpc2.py:21-27``).
+WM_KEYS: tuple[str, ...] = ("encoder", "dynamics", "reward", "qs")
+
+
+# ---------------------------------------------------------------------------------- noise
+@struct.dataclass
+class UpdateNoise:
+    """Every random draw of one update (notes §3.3), as explicit arrays.
+
+    Attributes:
+        eps_td: ``[H, B, A]`` N(0, 1), the TD-target policy sample (``tdmpc2.py:214``).
+        pair_td: ``int32 [2]`` two distinct target-Q members (min).
+        eps_pi: ``[H+1, B, A]`` N(0, 1), the policy-loss sample (``tdmpc2.py:186``).
+        pair_pi: ``int32 [2]`` two distinct online-Q members (mean).
+        dropout_keys: ``[3]`` PRNG keys, one per Q pass (target, value loss, policy loss),
+            or None (no dropout; only meaningful when ``cfg.dropout > 0``).
+    """
+
+    eps_td: jax.Array
+    pair_td: jax.Array
+    eps_pi: jax.Array
+    pair_pi: jax.Array
+    dropout_keys: jax.Array | None = None
+
+
+def draw_update_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> UpdateNoise:
+    """Draw :class:`UpdateNoise` for ``cfg.horizon`` H, ``cfg.batch_size`` B and A actions (T1).
+
+    Pairs are two distinct members drawn uniformly without replacement (the reference's
+    ``np.random.choice(num_q, 2, replace=False)``, ``world_model.py:170``).
+    """
+    H, B, A = cfg.horizon, cfg.batch_size, action_size
+    k_td, k_ptd, k_pi, k_ppi, k_drop = jax.random.split(key, 5)
+    pair = jax.random.choice  # uniform ordered pair of distinct members
+    return UpdateNoise(
+        eps_td=jax.random.normal(k_td, (H, B, A), jnp.float32),
+        pair_td=pair(k_ptd, cfg.num_q, (2,), replace=False).astype(jnp.int32),
+        eps_pi=jax.random.normal(k_pi, (H + 1, B, A), jnp.float32),
+        pair_pi=pair(k_ppi, cfg.num_q, (2,), replace=False).astype(jnp.int32),
+        dropout_keys=jax.random.split(k_drop, 3),
+    )
+
+
+def _dropout_key(noise: UpdateNoise, i: int) -> jax.Array | None:
+    return None if noise.dropout_keys is None else noise.dropout_keys[i]
+
+
+# ---------------------------------------------------------------------------------- state
+@struct.dataclass
+class TDMPC2TrainState:
+    """Learner state of one TD-MPC2 agent.
+
+    Attributes:
+        params: world-model tree ``{"encoder", "dynamics", "reward", "qs", "pi"}``.
+        target_qs: target Q ensemble (same structure as ``params["qs"]``).
+        wm_opt_state: Adam state over ``{k: params[k] for k in WM_KEYS}``.
+        pi_opt_state: Adam state over ``params["pi"]``.
+        q_scale: RunningScale value, float32 ``[]`` (init 1).
+        pi_grad_sq: squared global norm of the previous update's *post-clip* policy gradient,
+            float32 ``[]`` (0 before the first update); enters the next world-model clip (T3).
+        step: number of updates done, int32 ``[]``.
+    """
+
+    params: Params
+    target_qs: Params
+    wm_opt_state: optax.OptState
+    pi_opt_state: optax.OptState
+    q_scale: jax.Array
+    pi_grad_sq: jax.Array
+    step: jax.Array
+
+
+def _wm_labels(wm_params: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: jax.tree_util.tree_map(lambda _, k=k: "encoder" if k == "encoder" else "model", v)
+        for k, v in wm_params.items()
+    }
+
+
+def make_optimizers(
+    cfg: TDMPC2Config,
+) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
+    """``(wm_tx, pi_tx)``: the reference's two Adam optimizers (``tdmpc2.py:21-28``).
+
+    ``wm_tx`` acts on ``{k: params[k] for k in WM_KEYS}``: Adam(b1 0.9, b2 0.999, eps 1e-8)
+    with lr ``learning_rate * enc_lr_scale`` on the encoder and ``learning_rate`` elsewhere.
+    ``pi_tx``: Adam(``learning_rate``, eps ``pi_eps``). Gradient clipping is *not* part of
+    these transforms: :func:`update` applies :func:`torch_clip_by_global_norm` first (T3),
+    because the world-model clip also sees the stale policy-gradient norm.
+    ``learning_rate`` may be a float or an optax schedule.
+    """
+    lr = cfg.learning_rate
+    scale = cfg.enc_lr_scale
+    enc_lr = (lambda step: lr(step) * scale) if callable(lr) else lr * scale
+    wm_tx = optax.multi_transform(
+        {"encoder": optax.adam(enc_lr, eps=1e-8), "model": optax.adam(lr, eps=1e-8)},
+        _wm_labels,
+    )
+    pi_tx = optax.adam(lr, eps=cfg.pi_eps)
+    return wm_tx, pi_tx
+
+
+def train_state_from_params(
+    wm: WorldModel, params: Params, target_qs: Params | None = None
+) -> TDMPC2TrainState:
+    """Learner state around given parameters: fresh optimizer states, ``q_scale = 1``,
+    ``pi_grad_sq = 0``, ``step = 0``; ``target_qs`` defaults to a copy of ``params["qs"]``
+    (the reference's deepcopy, ``world_model.py:31``)."""
+    wm_tx, pi_tx = make_optimizers(wm.cfg)
+    params = jax.tree_util.tree_map(jnp.asarray, dict(params))
+    if target_qs is None:
+        target_qs = params["qs"]
+    return TDMPC2TrainState(
+        params=params,
+        target_qs=jax.tree_util.tree_map(jnp.array, target_qs),
+        wm_opt_state=wm_tx.init({k: params[k] for k in WM_KEYS}),
+        pi_opt_state=pi_tx.init(params["pi"]),
+        q_scale=RunningScale(tau=wm.cfg.tau).init(),
+        pi_grad_sq=jnp.zeros((), jnp.float32),
+        step=jnp.zeros((), jnp.int32),
+    )
+
+
+def init_train_state(wm: WorldModel, key: jax.Array) -> TDMPC2TrainState:
+    """Fresh learner state: ``wm.init(key)``, target Q = copy of Q, optimizer states,
+    ``q_scale = 1``, ``pi_grad_sq = 0``, ``step = 0``."""
+    return train_state_from_params(wm, wm.init(key))
+
+
+# ---------------------------------------------------------------------------------- clip
+def global_norm_sq(tree: Any) -> jax.Array:
+    """Sum of squares of every leaf of ``tree`` (float32 ``[]``)."""
+    leaves = jax.tree_util.tree_leaves(tree)
+    return sum((jnp.sum(jnp.square(x)) for x in leaves), jnp.zeros((), jnp.float32))
+
+
+def torch_clip_by_global_norm(
+    grads: Any, max_norm: float, extra_sq: jax.Array | float = 0.0
+) -> tuple[Any, jax.Array]:
+    """torch ``clip_grad_norm_``: ``(grads * min(1, max_norm / (norm + 1e-6)), norm)``.
+
+    ``norm = sqrt(|grads|^2 + extra_sq)`` where ``extra_sq`` is the squared norm of gradients
+    that the reference's clip also sees but that are discarded afterwards (the stale policy
+    gradient, T3). Returns the clipped tree and the pre-clip total norm ``[]``.
+    """
+    norm = jnp.sqrt(global_norm_sq(grads) + extra_sq)
+    coef = jnp.minimum(max_norm / (norm + 1e-6), 1.0)
+    return jax.tree_util.tree_map(lambda g: g * coef, grads), norm
+
+
+# ---------------------------------------------------------------------------------- losses
+def td_target(
+    wm: WorldModel,
+    params: Mapping[str, Any],
+    target_qs: Params,
+    next_z: jax.Array,
+    reward: jax.Array,
+    eps: jax.Array,
+    pair: jax.Array,
+    dropout_key: jax.Array | None,
+) -> jax.Array:
+    """TD target ``[H, B, 1]`` = ``reward [H, B]`` + gamma * min of the target pair.
+
+    ``next_z [H, B, L]``: online-encoder latents of ``obs[1:]``; the action is the
+    pre-step policy sample with ``eps [H, B, A]`` (``tdmpc2.py:201-216``). No gradient.
+    """
+    _, a, _, _ = wm.pi(params, next_z, eps)
+    q = wm.q_value({"qs": target_qs}, next_z, a, pair, dropout_key, reduce="min")
+    return jax.lax.stop_gradient(reward[..., None] + wm.cfg.gamma * q)
+
+
+def model_losses(
+    wm: WorldModel,
+    wm_params: Mapping[str, Any],
+    obs0: jax.Array,
+    action: jax.Array,
+    reward: jax.Array,
+    next_z: jax.Array,
+    td: jax.Array,
+    dropout_key: jax.Array | None,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """World-model objective (``tdmpc2.py:239-267``).
+
+    Args:
+        wm_params: ``{"encoder", "dynamics", "reward", "qs"}`` (extra keys ignored).
+        obs0: ``[B, O]`` first observations; action ``[H, B, A]``; reward ``[H, B]``.
+        next_z: ``[H, B, L]`` consistency targets (no gradient); td ``[H, B, 1]``.
+        dropout_key: the value-loss Q pass key (or None).
+
+    Returns:
+        ``(total, aux)`` with aux ``consistency_loss``, ``reward_loss``, ``value_loss``
+        (scalars, already normalised by H, H, H * num_q) and ``zs [H+1, B, L]``.
+    """
+    cfg = wm.cfg
+    H = cfg.horizon
+    next_z = jax.lax.stop_gradient(next_z)
+    td = jax.lax.stop_gradient(td)
+    z = wm.encode(wm_params, obs0)
+    zs = [z]
+    consistency = jnp.zeros((), jnp.float32)
+    for t in range(H):
+        z = wm.next(wm_params, z, action[t])
+        consistency = consistency + jnp.mean(jnp.square(z - next_z[t])) * cfg.rho**t
+        zs.append(z)
+    zs = jnp.stack(zs)
+    rho = jnp.asarray([cfg.rho**t for t in range(H)], jnp.float32)  # [H]
+    th = wm.twohot
+    reward_logits = wm.reward(wm_params, zs[:-1], action)  # [H, B, K]
+    q_logits = wm.q(wm_params, zs[:-1], action, dropout_key=dropout_key)  # [Q, H, B, K]
+    reward_ce = jnp.mean(th.loss(reward_logits, reward), axis=-1)  # [H]
+    value_ce = jnp.mean(th.loss(q_logits, td[None, ..., 0]), axis=-1)  # [Q, H]
+    reward_loss = jnp.sum(reward_ce * rho) * (1.0 / H)
+    value_loss = jnp.sum(value_ce * rho) * (1.0 / (H * cfg.num_q))
+    consistency = consistency * (1.0 / H)
+    total = (
+        cfg.consistency_coef * consistency
+        + cfg.reward_coef * reward_loss
+        + cfg.value_coef * value_loss
+    )
+    aux = {
+        "consistency_loss": consistency,
+        "reward_loss": reward_loss,
+        "value_loss": value_loss,
+        "zs": zs,
+    }
+    return total, aux
+
+
+def policy_loss(
+    wm: WorldModel,
+    pi_params: Params,
+    q_params: Params,
+    zs: jax.Array,
+    eps: jax.Array,
+    pair: jax.Array,
+    dropout_key: jax.Array | None,
+    q_scale: jax.Array,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Policy loss (``tdmpc2.py:173-199``) on latents ``zs [H+1, B, L]`` (no gradient).
+
+    ``q_params``: the (post-step) online Q ensemble, stop-gradiented; ``eps [H+1, B, A]``;
+    ``pair [2]``: members averaged. The RunningScale is updated with ``q[0]`` (``[B, 1]``)
+    before dividing (notes §3.2). Returns ``(loss, aux)`` with aux ``q_scale`` (new value),
+    ``log_pi [H+1, B, 1]``.
+    """
+    cfg = wm.cfg
+    zs = jax.lax.stop_gradient(zs)
+    q_params = jax.lax.stop_gradient(q_params)
+    _, a, log_pi, _ = wm.pi({"pi": pi_params}, zs, eps)
+    q = wm.q_value({"qs": q_params}, zs, a, pair, dropout_key, reduce="avg")  # [H+1, B, 1]
+    new_scale = RunningScale(tau=cfg.tau).update(q_scale, jax.lax.stop_gradient(q[0]))
+    q = q * (1.0 / new_scale)
+    rho = jnp.asarray([cfg.rho**t for t in range(cfg.horizon + 1)], jnp.float32)
+    loss = jnp.mean(jnp.mean(cfg.entropy_coef * log_pi - q, axis=(1, 2)) * rho)
+    return loss, {"q_scale": new_scale, "log_pi": log_pi}
+
+
+def _get(batch: Any, name: str) -> jax.Array:
+    return batch[name] if isinstance(batch, Mapping) else getattr(batch, name)
+
+
+# ---------------------------------------------------------------------------------- update
+def update(
+    wm: WorldModel,
+    cfg: TDMPC2Config,
+    state: TDMPC2TrainState,
+    batch: Any,
+    noise: UpdateNoise,
+    return_grads: bool = False,
+) -> tuple[TDMPC2TrainState, dict[str, Any]]:
+    """One TD-MPC2 update (module docstring; ``tdmpc2.py:218-286``). Pure and jittable with
+    ``wm``, ``cfg`` and ``return_grads`` static.
+
+    Args:
+        batch: ``obs [H+1, B, O]``, ``action [H, B, A]``, ``reward [H, B]`` (time-major;
+            attributes or mapping keys).
+        noise: :class:`UpdateNoise`.
+        return_grads: also return ``metrics["grads"] = {"wm": ..., "pi": ...}``, the
+            pre-clip gradients (the ones torch's ``clip_grad_norm_`` sees).
+
+    Returns:
+        ``(new_state, metrics)``; metrics (float32 scalars): consistency_loss, reward_loss,
+        value_loss, pi_loss, total_loss, grad_norm (pre-clip, including the stale policy
+        gradient), pi_grad_norm (pre-clip), pi_scale (new RunningScale value), pi_entropy
+        (``-mean log_pi`` of the policy-loss sample).
+    """
+    del cfg  # == wm.cfg; kept in the signature for callers that pass both
+    c = wm.cfg
+    wm_tx, pi_tx = make_optimizers(c)
+    obs = jnp.asarray(_get(batch, "obs"), jnp.float32)
+    action = jnp.asarray(_get(batch, "action"), jnp.float32)
+    reward = jnp.asarray(_get(batch, "reward"), jnp.float32)
+    params = state.params
+
+    # 1. TD targets with the pre-step parameters (online encoder, pre-step pi, target Q).
+    next_z = jax.lax.stop_gradient(wm.encode(params, obs[1:]))
+    td = td_target(
+        wm,
+        params,
+        state.target_qs,
+        next_z,
+        reward,
+        noise.eps_td,
+        noise.pair_td,
+        _dropout_key(noise, 0),
+    )
+
+    # 2-4. World-model loss, gradient, clip (with the stale pi gradient), Adam.
+    wm_params = {k: params[k] for k in WM_KEYS}
+
+    def wm_objective(p: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return model_losses(wm, p, obs[0], action, reward, next_z, td, _dropout_key(noise, 1))
+
+    (total, aux), wm_grads = jax.value_and_grad(wm_objective, has_aux=True)(wm_params)
+    clipped, grad_norm = torch_clip_by_global_norm(wm_grads, c.grad_clip_norm, state.pi_grad_sq)
+    wm_updates, wm_opt_state = wm_tx.update(clipped, state.wm_opt_state, wm_params)
+    new_wm = optax.apply_updates(wm_params, wm_updates)
+
+    # 5. Policy loss: pre-step latents (detached), post-step online Q (no gradient).
+    def pi_objective(pp: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
+        return policy_loss(
+            wm,
+            pp,
+            new_wm["qs"],
+            aux["zs"],
+            noise.eps_pi,
+            noise.pair_pi,
+            _dropout_key(noise, 2),
+            state.q_scale,
+        )
+
+    (pi_loss, pi_aux), pi_grads = jax.value_and_grad(pi_objective, has_aux=True)(params["pi"])
+    pi_clipped, pi_grad_norm = torch_clip_by_global_norm(pi_grads, c.grad_clip_norm)
+    pi_updates, pi_opt_state = pi_tx.update(pi_clipped, state.pi_opt_state, params["pi"])
+    new_pi = optax.apply_updates(params["pi"], pi_updates)
+
+    # 6. Target-Q EMA with the post-step Q (torch ``lerp_``: t + tau (q - t), tau < 0.5).
+    tau = jnp.float32(c.tau)
+    target_qs = jax.tree_util.tree_map(
+        lambda t, q: t + tau * (q - t), state.target_qs, new_wm["qs"]
+    )
+
+    new_state = state.replace(
+        params={**new_wm, "pi": new_pi},
+        target_qs=target_qs,
+        wm_opt_state=wm_opt_state,
+        pi_opt_state=pi_opt_state,
+        q_scale=pi_aux["q_scale"],
+        pi_grad_sq=global_norm_sq(pi_clipped),
+        step=state.step + 1,
+    )
+    metrics: dict[str, Any] = {
+        "consistency_loss": aux["consistency_loss"],
+        "reward_loss": aux["reward_loss"],
+        "value_loss": aux["value_loss"],
+        "pi_loss": pi_loss,
+        "total_loss": total,
+        "grad_norm": grad_norm,
+        "pi_grad_norm": pi_grad_norm,
+        "pi_scale": pi_aux["q_scale"],
+        "pi_entropy": -jnp.mean(pi_aux["log_pi"]),
+    }
+    if return_grads:
+        metrics["grads"] = {"wm": wm_grads, "pi": pi_grads}
+        metrics["td_target"] = td
+    return new_state, metrics

@@ -1,0 +1,337 @@
+"""TD-MPC2 implicit world model as pure functions over a flat parameter tree.
+
+Design §4.1/§4.2; reference ``tdmpc2/common/world_model.py`` and ``common/layers.py``
+(b67b21c, agent identical to 5f6fade; notes §2). Single-task only (no task embedding).
+
+Param tree (``WorldModel.init``)::
+
+    encoder:  MLPHead  in O,      hidden max(num_enc_layers-1, 1) x enc_dim, out latent, SimNorm
+    dynamics: MLPHead  in L + A,  hidden 2 x mlp_dim,                          out latent, SimNorm
+    reward:   MLPHead  in L + A,  hidden 2 x mlp_dim,                          out num_bins
+    qs:       MLPHead  in L + A,  hidden 2 x mlp_dim, dropout on 1st,          out num_bins
+              every leaf stacked on a leading member axis [num_q, ...]
+    pi:       MLPHead  in L,      hidden 2 x mlp_dim,                          out 2 A
+
+and each ``MLPHead`` is ``{"hidden": {dense_i: {kernel [in, out], bias}, norm_i: {scale, bias}},
+"out": {kernel, bias}, ["out_norm": {scale, bias}]}`` (``out_norm`` only on the SimNorm heads).
+
+Hidden layer (``layers.py:50-65`` NormedLinear): Dense -> [Dropout, Q first layer only, on
+the linear output, before the norm] -> LayerNorm(eps 1e-5) -> Mish. SimNorm heads end with
+Dense -> LayerNorm -> SimNorm (softmax over consecutive groups of ``simnorm_dim``,
+``layers.py:30-47``); the others with a plain Dense (``layers.py:96``).
+
+Init (``world_model.py:29-31``, ``init.py``): every kernel N(0, 0.02^2) (torch's
+``trunc_normal_`` bounds are +-100 sigma, so untruncated), biases 0, LayerNorm scale 1 / bias 0;
+the reward output kernel and every Q member's output kernel are then set to 0.
+
+Q dropout (notes §2.6): at the reference commits the ensemble's dropout is active in *every* Q
+evaluation (target pass included). Here it is active iff a ``dropout_key`` is passed and
+``cfg.dropout > 0``; each member's mask uses ``fold_in(dropout_key, member_id)``, so evaluating
+a subset of members gives exactly the corresponding slice of the all-members evaluation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from agents.common.blocks import NormedMLP, linear, tdmpc2_kernel_init
+from agents.common.distributional import TwoHot
+from agents.tdmpc2.config import TDMPC2Config
+
+__all__ = ["MLPHead", "WorldModel", "count_params", "rounded", "simnorm", "tanh"]
+
+Params = dict[str, Any]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def simnorm(x: jax.Array, group: int) -> jax.Array:
+    """Simplicial normalisation: softmax over consecutive groups of ``group`` features.
+
+    ``x [..., D] -> [..., D]`` with ``D % group == 0`` (reference ``layers.py:30-47``).
+    """
+    shape = x.shape
+    if shape[-1] % group:
+        raise ValueError(f"last dim {shape[-1]} is not a multiple of simnorm_dim={group}")
+    y = jax.nn.softmax(x.reshape(*shape[:-1], shape[-1] // group, group), axis=-1)
+    return y.reshape(shape)
+
+
+class MLPHead(nn.Module):
+    """TD-MPC2 ``mlp()`` (``layers.py:85-97``): NormedLinear(Mish) hidden layers + output layer.
+
+    Fields:
+        hidden_layers / hidden_units: the hidden stack (all layers equally wide).
+        out_features: output width.
+        simnorm_dim: when > 0 the output layer is Dense -> LayerNorm -> SimNorm(simnorm_dim)
+            (encoder, dynamics); when 0 a plain Dense (reward, Q, pi).
+        dropout: dropout rate on the first hidden layer's linear output (Q members).
+
+    Shapes: ``x [..., in] -> [..., out_features]``.
+    """
+
+    hidden_layers: int
+    hidden_units: int
+    out_features: int
+    simnorm_dim: int = 0
+    dropout: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
+        init = tdmpc2_kernel_init()
+        x = NormedMLP(
+            layers=self.hidden_layers,
+            units=self.hidden_units,
+            act="mish",
+            norm="layer",
+            kernel_init=init,
+            dropout=self.dropout,
+            name="hidden",
+        )(x, deterministic=deterministic)
+        x = linear(self.out_features, init, name="out")(x)
+        if self.simnorm_dim:
+            x = nn.LayerNorm(epsilon=1e-5, use_fast_variance=False, name="out_norm")(x)
+            x = simnorm(x, self.simnorm_dim)
+        return x
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def rounded(x: jax.Array) -> jax.Array:
+    """``x`` unchanged (finite values), but rounded to float32 before any further arithmetic.
+
+    XLA's CPU backend contracts ``a * b + c`` inside a fusion into one FMA (a single
+    rounding), whereas torch rounds the product first. That is harmless almost everywhere,
+    but the policy squash ``1 - tanh(u)^2`` cancels catastrophically near saturation, where
+    one rounding step of ``tanh(u)^2`` changes ``log(1 - tanh(u)^2 + 1e-6)`` by up to ~0.06 (T4).
+    ``max(x, -FLT_MAX)`` is an identity for finite ``x`` (gradient 1) that the compiler cannot
+    fuse through, so the product is rounded exactly as the reference rounds it.
+    """
+    return jnp.maximum(x, -_F32_MAX)
+
+
+@jax.custom_jvp
+def tanh(x: jax.Array) -> jax.Array:
+    """Elementwise tanh accurate to ~1 ulp near saturation, with torch's gradient ``1 - y^2``.
+
+    XLA's ``tanh`` returns exactly +-1 for ``|x| >= ~7.9`` (the correctly rounded float32 value
+    is ``1 - k 2^-24`` up to ``|x| ~ 9.01``), which turns the policy's squash term
+    ``log(relu(1 - tanh(u)^2) + 1e-6)`` from ``log(1.19e-7 + 1e-6)`` into ``log(1e-6)`` (0.11
+    lower per saturated dimension) and zeroes its gradient. The reference's torch ``tanh``
+    is ~1 ulp accurate there. For ``|x| >= 0.625`` we use ``1 - 2 / (exp(2|x|) + 1)`` (within
+    1 ulp of the correctly rounded value), below that XLA's ``tanh`` (within 4 ulp). T4.
+    """
+    ax = jnp.minimum(jnp.abs(x), 20.0)  # tanh(20) rounds to 1; avoids exp overflow
+    big = 1.0 - 2.0 / (jnp.exp(2.0 * ax) + 1.0)
+    return jnp.where(ax < 0.625, jnp.tanh(x), jnp.sign(x) * big)
+
+
+@tanh.defjvp
+def _tanh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    (x,), (t,) = primals, tangents
+    y = tanh(x)
+    return y, t * (1.0 - y * y)  # torch's tanh_backward
+
+
+def count_params(params: Any) -> int:
+    """Total number of scalars in a parameter pytree."""
+    return int(sum(int(x.size) for x in jax.tree_util.tree_leaves(params)))
+
+
+def _zero_out_kernel(head: Params) -> Params:
+    """Copy of an ``MLPHead`` tree with its output kernel set to 0 (``world_model.py:30``)."""
+    out = dict(head["out"])
+    out["kernel"] = jnp.zeros_like(out["kernel"])
+    return {**head, "out": out}
+
+
+@dataclasses.dataclass(frozen=True)
+class WorldModel:
+    """TD-MPC2 world model (notes §2, design §4.2); hashable, usable as a static jit argument.
+
+    Attributes:
+        cfg: a *resolved* :class:`TDMPC2Config` (widths filled in).
+        obs_size: O, the flat observation size.
+        action_size: A.
+    """
+
+    cfg: TDMPC2Config
+    obs_size: int
+    action_size: int
+
+    def __post_init__(self) -> None:
+        if not self.cfg.resolved:
+            raise ValueError("WorldModel needs a resolved TDMPC2Config (call cfg.resolve(...))")
+        if self.cfg.latent_dim % self.cfg.simnorm_dim:
+            raise ValueError("latent_dim must be a multiple of simnorm_dim")
+
+    # ------------------------------------------------------------------ modules
+    @property
+    def twohot(self) -> TwoHot:
+        """Two-hot head ``TwoHot.tdmpc2(num_bins, vmax)`` (symlog-space bins, T24)."""
+        return TwoHot.tdmpc2(self.cfg.num_bins, self.cfg.vmax)
+
+    @property
+    def encoder_module(self) -> MLPHead:
+        c = self.cfg
+        return MLPHead(max(c.num_enc_layers - 1, 1), c.enc_dim, c.latent_dim, c.simnorm_dim)
+
+    @property
+    def dynamics_module(self) -> MLPHead:
+        c = self.cfg
+        return MLPHead(2, c.mlp_dim, c.latent_dim, c.simnorm_dim)
+
+    @property
+    def reward_module(self) -> MLPHead:
+        c = self.cfg
+        return MLPHead(2, c.mlp_dim, c.num_bins)
+
+    @property
+    def q_module(self) -> MLPHead:
+        c = self.cfg
+        return MLPHead(2, c.mlp_dim, c.num_bins, dropout=c.dropout)
+
+    @property
+    def pi_module(self) -> MLPHead:
+        c = self.cfg
+        return MLPHead(2, c.mlp_dim, 2 * self.action_size)
+
+    # ------------------------------------------------------------------ init
+    def init(self, key: jax.Array) -> Params:
+        """Fresh parameters ``{"encoder", "dynamics", "reward", "qs", "pi"}`` (module docstring).
+
+        ``qs`` leaves are stacked ``[num_q, ...]`` (members initialised with independent keys).
+        The reward output kernel and every Q output kernel are 0 (``world_model.py:30``).
+        """
+        c = self.cfg
+        k_enc, k_dyn, k_rew, k_q, k_pi = jax.random.split(key, 5)
+        latent, obs_size = c.latent_dim, self.obs_size
+        za = jnp.zeros((1, latent + self.action_size), jnp.float32)
+
+        def unbox(variables: Any) -> Params:
+            return flax.core.unfreeze(variables["params"])
+
+        enc = unbox(self.encoder_module.init(k_enc, jnp.zeros((1, obs_size), jnp.float32)))
+        dyn = unbox(self.dynamics_module.init(k_dyn, za))
+        rew = _zero_out_kernel(unbox(self.reward_module.init(k_rew, za)))
+        qs = jax.vmap(lambda k: _zero_out_kernel(unbox(self.q_module.init(k, za))))(
+            jax.random.split(k_q, c.num_q)
+        )
+        pi = unbox(self.pi_module.init(k_pi, jnp.zeros((1, latent), jnp.float32)))
+        return {"encoder": enc, "dynamics": dyn, "reward": rew, "qs": qs, "pi": pi}
+
+    # ------------------------------------------------------------------ heads
+    def encode(self, params: Mapping[str, Any], obs: jax.Array) -> jax.Array:
+        """Latent ``z [..., L]`` of observations ``obs [..., O]`` (``world_model.py:93-102``)."""
+        return self.encoder_module.apply({"params": params["encoder"]}, obs)
+
+    def next(self, params: Mapping[str, Any], z: jax.Array, a: jax.Array) -> jax.Array:
+        """Next latent ``[..., L]`` from ``z [..., L]``, ``a [..., A]``.
+
+        Reference ``world_model.py:104-111`` (dynamics on ``concat([z, a])``, SimNorm output).
+        """
+        return self.dynamics_module.apply(
+            {"params": params["dynamics"]}, jnp.concatenate([z, a], axis=-1)
+        )
+
+    def reward(self, params: Mapping[str, Any], z: jax.Array, a: jax.Array) -> jax.Array:
+        """Reward logits ``[..., num_bins]`` (``world_model.py:113-120``)."""
+        return self.reward_module.apply(
+            {"params": params["reward"]}, jnp.concatenate([z, a], axis=-1)
+        )
+
+    def q(
+        self,
+        params: Mapping[str, Any],
+        z: jax.Array,
+        a: jax.Array,
+        *,
+        members: jax.Array | None = None,
+        dropout_key: jax.Array | None = None,
+    ) -> jax.Array:
+        """Q logits ``[M, ..., num_bins]`` of the members ``members [M]`` (default all).
+
+        ``params["qs"]`` holds the stacked ensemble (pass ``{"qs": target_qs}`` for the target
+        network). Inputs ``z [..., L]``, ``a [..., A]`` are shared by all members (reference
+        ``Ensemble``, ``layers.py:7-27``: vmap over stacked params). Dropout (rate
+        ``cfg.dropout``, first hidden layer, before its LayerNorm) is on iff ``dropout_key`` is
+        given and the rate is > 0; member ``m`` uses ``fold_in(dropout_key, m)`` (notes §2.6).
+        """
+        qs = params["qs"]
+        num_q = self.cfg.num_q
+        if members is None:
+            members = jnp.arange(num_q, dtype=jnp.int32)
+            sel = qs
+        else:
+            members = jnp.asarray(members, jnp.int32)
+            sel = jax.tree_util.tree_map(lambda p: jnp.take(p, members, axis=0), qs)
+        x = jnp.concatenate([z, a], axis=-1)
+        module = self.q_module
+        if dropout_key is None or self.cfg.dropout <= 0.0:
+            return jax.vmap(lambda p: module.apply({"params": p}, x))(sel)
+
+        def one(p: Params, m: jax.Array) -> jax.Array:
+            rng = jax.random.fold_in(dropout_key, m)
+            return module.apply({"params": p}, x, deterministic=False, rngs={"dropout": rng})
+
+        return jax.vmap(one)(sel, members)
+
+    def q_value(
+        self,
+        params: Mapping[str, Any],
+        z: jax.Array,
+        a: jax.Array,
+        pair: jax.Array,
+        dropout_key: jax.Array | None = None,
+        reduce: str = "min",
+    ) -> jax.Array:
+        """Decoded Q ``[..., 1]``: min or mean of the two members ``pair [2]``.
+
+        Reference ``Q(return_type='min'|'avg')`` (``world_model.py:150-172``): the two members
+        are decoded with ``two_hot_inv`` and reduced as ``min(Q1, Q2)`` or ``(Q1 + Q2) / 2``.
+        Only the two members are evaluated (T2).
+        """
+        if reduce not in ("min", "avg"):
+            raise ValueError(f"reduce must be 'min' or 'avg', got {reduce!r}")
+        logits = self.q(params, z, a, members=pair, dropout_key=dropout_key)
+        v = self.twohot.decode(logits)[..., None]  # [2, ..., 1]
+        if reduce == "min":
+            return jnp.minimum(v[0], v[1])
+        return (v[0] + v[1]) / 2
+
+    def pi(
+        self, params: Mapping[str, Any], z: jax.Array, eps: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        """Policy prior ``(tanh mu [..., A], tanh(mu + eps*sigma) [..., A], log_pi [..., 1],
+        log_std [..., A])`` (``world_model.py:122-148``, ``math.py:13-45``; notes §2.4).
+
+        ``eps [..., A]`` is the N(0, 1) noise (randomness seam). ``log_std = lo + 0.5 (hi - lo)
+        (tanh(raw) + 1)``; ``log_pi = (sum_d(-eps^2/2 - log_std) - log(2 pi)/2) * A -
+        sum_d log(relu(1 - tanh(u)^2) + 1e-6)`` (the reference's formula, not the textbook
+        density; issue #44). ``tanh`` is :func:`tanh` (torch-accurate near saturation) and the
+        products feeding the ill-conditioned squash term are :func:`rounded` like torch's.
+        """
+        c = self.cfg
+        out = self.pi_module.apply({"params": params["pi"]}, z)
+        mu, raw = jnp.split(out, 2, axis=-1)
+        lo = jnp.float32(c.log_std_min)
+        dif = jnp.float32(c.log_std_max) - lo
+        log_std = lo + rounded(0.5 * dif * (tanh(raw) + 1.0))
+        residual = jnp.sum(-0.5 * jnp.square(eps) - log_std, axis=-1, keepdims=True)
+        log_pi = (residual - _HALF_LOG_2PI) * self.action_size
+        u = mu + rounded(eps * jnp.exp(log_std))
+        mu = tanh(mu)
+        action = tanh(u)
+        squash = jnp.log(jax.nn.relu(1.0 - rounded(jnp.square(action))) + 1e-6)
+        log_pi = log_pi - jnp.sum(squash, axis=-1, keepdims=True)
+        return mu, action, log_pi, log_std
