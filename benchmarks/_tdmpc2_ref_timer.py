@@ -1,0 +1,149 @@
+"""Reference-side timer for ``benchmarks/tdmpc2_speed.py`` (not run by hand normally).
+
+Runs in the throwaway reference venv (torch CPU), from the repo root:
+
+    /work/refs/venv/bin/python benchmarks/_tdmpc2_ref_timer.py --ref /work/refs/tdmpc2_5f6fade \
+        --size 5 --threads 1 [--repeats 5] [--warmup 2]
+
+Builds the real reference agent (nicklashansen/tdmpc2 at 5f6fade, unmodified, imported from
+``--ref`` at run time) on CPU with the parity harness
+(``tests/agents/tdmpc2/parity/_ref_harness.py``: sha256 check, config, the run-time
+cuda->cpu device rewrite of the constructor), then times
+
+* ``agent.update(buffer)`` with a stand-in buffer whose ``sample()`` returns fresh random
+  ``obs [H+1, B, O]``, ``action [H, B, A]``, ``reward [H, B, 1]``, ``task None``;
+* ``agent.act(obs, t0=False)`` (one ``act(t0=True)`` first, so ``_prev_mean`` exists);
+* a 2048 x 2048 float32 ``torch.mm`` (torch's sgemm rate at this thread count).
+
+Each: ``--warmup`` untimed calls, then ``--repeats`` timed calls; wall (``perf_counter``) and
+process CPU time (``process_time``, all threads) per call. Prints one JSON object on the last
+line of stdout. Nothing of the reference is copied here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "agents" / "tdmpc2" / "parity"))
+import _ref_harness as H  # noqa: E402
+
+
+class RandomBuffer:
+    """``sample()`` -> fresh random (obs, action, reward, None) in the reference's layout."""
+
+    def __init__(self, cfg, obs_dim: int, action_dim: int, seed: int):
+        self.g = torch.Generator().manual_seed(seed)
+        self.shape = (cfg.horizon, cfg.batch_size, obs_dim, action_dim)
+
+    def sample(self):
+        h, b, o, a = self.shape
+        obs = torch.randn((h + 1, b, o), generator=self.g)
+        action = torch.rand((h, b, a), generator=self.g) * 2 - 1
+        reward = torch.randn((h, b, 1), generator=self.g)
+        return obs, action, reward, None
+
+
+def timed(fn, warmup: int, repeats: int) -> dict:
+    for _ in range(warmup):
+        fn()
+    wall, cpu = [], []
+    for _ in range(repeats):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - w)
+        cpu.append(time.process_time() - c)
+    return {
+        "wall_median_s": statistics.median(wall),
+        "cpu_median_s": statistics.median(cpu),
+        "wall_s": wall,
+        "cpu_s": cpu,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ref", default="/work/refs/tdmpc2_5f6fade")
+    p.add_argument("--size", type=int, default=5)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--obs", type=int, default=24)
+    p.add_argument("--action", type=int, default=6)
+    p.add_argument("--episode-length", type=int, default=1000)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--horizon", type=int, default=3)
+    p.add_argument("--samples", type=int, default=512)
+    p.add_argument("--pi-trajs", type=int, default=24)
+    p.add_argument("--elites", type=int, default=64)
+    p.add_argument("--iterations", type=int, default=6)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.set_default_dtype(torch.float32)
+    ref = H.load_reference(args.ref)
+    cfg = H.make_cfg(
+        ref,
+        obs_dim=args.obs,
+        action_dim=args.action,
+        episode_length=args.episode_length,
+        model_size=args.size,
+        batch_size=args.batch,
+        horizon=args.horizon,
+        num_samples=args.samples,
+        num_pi_trajs=args.pi_trajs,
+        num_elites=args.elites,
+        iterations=args.iterations,
+    )
+    H.seed_all(args.seed)
+    agent = H.build_agent(ref, cfg)
+    n_params = sum(p.numel() for n, p in agent.model.named_parameters() if "_target" not in n)
+    buffer = RandomBuffer(cfg, args.obs, args.action, args.seed)
+
+    upd = timed(lambda: agent.update(buffer), args.warmup, args.repeats)
+
+    g = torch.Generator().manual_seed(args.seed + 1)
+    agent.act(torch.randn(args.obs, generator=g), t0=True)
+    act = timed(
+        lambda: agent.act(torch.randn(args.obs, generator=g), t0=False),
+        args.warmup,
+        args.repeats,
+    )
+
+    a = torch.randn(2048, 2048, generator=g)
+    mm = timed(lambda: torch.mm(a, a), 2, max(args.repeats, 5))
+    mm["gflops"] = 2 * 2048**3 / mm["wall_median_s"] / 1e9
+
+    print(
+        json.dumps(
+            {
+                "size": args.size,
+                "threads": torch.get_num_threads(),
+                "affinity": sorted(os.sched_getaffinity(0)),
+                "torch": torch.__version__,
+                "numpy": np.__version__,
+                "ref_commit": H.REF_COMMIT,
+                "params": int(n_params),
+                "dropout": float(cfg.dropout),
+                "num_q": int(cfg.num_q),
+                "discount": float(agent.discount),
+                "update": upd,
+                "act": act,
+                "matmul_2048": mm,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Hydra configs (YAML); a package so that it ships with the wheel."""

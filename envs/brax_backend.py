@@ -1,0 +1,105 @@
+"""brax 0.14.2 envs adapted to :class:`envs.core.Env` (design §5.1).
+
+* Physics pipeline: :data:`DEFAULT_PIPELINE` (see its comment for the measurement that
+  chose it; deviation E27). ``brax.envs.get_environment`` itself takes < 1 s with any
+  pipeline on CPU; the cost is the XLA compile of reset/step.
+* Time limit (default 1000 env steps, brax's ``create`` default) and action repeat are
+  ours (:mod:`envs.wrappers`): rewards summed, the repeat does not stop on termination
+  (E22). brax's ``done`` is a true termination (unhealthy / fallen pole): ``ant``,
+  ``hopper``, ``humanoid``, ``walker2d``, ``inverted_pendulum`` and
+  ``inverted_double_pendulum`` have ``can_terminate=True``.
+* Bounds: brax envs take actions in [-1, 1]. ``humanoid``, ``humanoidstandup``,
+  ``inverted_pendulum`` and ``pusher`` rescale [-1, 1] to their ctrlrange inside
+  ``step``; the others' ctrlrange is [-1, 1]. The spec therefore records [-1, 1] for the
+  former and the ctrlrange for the latter (equal to [-1, 1] in brax 0.14.2).
+* Not registered: ``fast`` (brax's test double) and ``swimmer``: it supports only the
+  ``'generalized'`` pipeline, whose fluid model calls ``jnp.clip(a_min=...)``, an
+  argument jax 0.10 removed (TypeError when traced). Playground's ``swimmer_swimmer6``
+  is the DMC swimmer.
+"""
+
+from __future__ import annotations
+
+from envs.core import Env, EnvSpec, agent_episode_length
+from envs.wrappers import build_env
+
+# registry id -> can_terminate
+BRAX_ENVS: dict[str, bool] = {
+    "ant": True,
+    "halfcheetah": False,
+    "hopper": True,
+    "humanoid": True,
+    "humanoidstandup": False,
+    "inverted_pendulum": True,
+    "inverted_double_pendulum": True,
+    "pusher": False,
+    "reacher": False,
+    "walker2d": True,
+}
+
+# Envs whose step maps a [-1, 1] action to the actuators' ctrlrange itself.
+_RESCALE_INSIDE = frozenset({"humanoid", "humanoidstandup", "inverted_pendulum", "pusher"})
+
+# Pipeline choice, measured on the 2-core CPU (reset + 200 random steps under jit, one env):
+# 'spring' ran 3-10x faster than 'generalized' and 'mjx' and compiled no slower, but it
+# swaps the physics for a spring approximation; 'mjx' is MuJoCo's own physics (what Gym's
+# MuJoCo tasks run) at 2-4k steps/s (docs/deviations_envs.md, E27).
+DEFAULT_PIPELINE = "spring"
+_PIPELINE_OVERRIDES: dict[str, str] = {}
+DEFAULT_EPISODE_LENGTH = 1000
+
+
+def pipeline_for(env_id: str) -> str:
+    """The brax physics pipeline ``env_id`` is built with."""
+    return _PIPELINE_OVERRIDES.get(env_id, DEFAULT_PIPELINE)
+
+
+def build(
+    env_id: str,
+    action_repeat: int = 1,
+    episode_length: int | None = None,
+    pipeline: str | None = None,
+) -> Env:
+    """Build brax env ``env_id`` (a key of :data:`BRAX_ENVS`).
+
+    Args:
+      env_id: registry id (= brax name).
+      action_repeat: env steps per agent step (rewards summed).
+      episode_length: time limit in env steps; None = 1000.
+      pipeline: brax physics pipeline; None = :func:`pipeline_for`.
+    """
+    from brax import envs as brax_envs
+
+    pipeline = pipeline or pipeline_for(env_id)
+    env = brax_envs.get_environment(env_id, backend=pipeline)
+    limit = DEFAULT_EPISODE_LENGTH if episode_length is None else int(episode_length)
+    size = int(env.action_size)
+    if env_id in _RESCALE_INSIDE:
+        low, high = (-1.0,) * size, (1.0,) * size
+    else:
+        ctrl = env.sys.actuator.ctrl_range
+        low = tuple(float(x) for x in ctrl[:, 0])
+        high = tuple(float(x) for x in ctrl[:, 1])
+    spec = EnvSpec(
+        env_id=env_id,
+        backend="brax",
+        obs_size=int(env.observation_size),
+        action_size=size,
+        discrete=False,
+        episode_length=agent_episode_length(limit, action_repeat),
+        action_repeat=action_repeat,
+        action_low=low,
+        action_high=high,
+        can_terminate=BRAX_ENVS[env_id],
+    )
+
+    def raw_reset(key):
+        state = env.reset(key)
+        return state, state.obs
+
+    def raw_step(state, env_action, key):
+        del key  # brax envs are deterministic given the state
+        state = env.step(state, env_action)
+        return state, state.obs, state.reward, state.done > 0
+
+    return build_env(spec, raw_reset, raw_step)

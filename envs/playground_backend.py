@@ -1,0 +1,121 @@
+"""MuJoCo Playground 0.2.0 DM Control suite adapted to :class:`envs.core.Env` (design §5.1).
+
+* Built with ``config_overrides={'impl': 'jax'}`` (MJX's JAX implementation). The
+  default ``impl='warp'`` runs at about 3 steps/s on CPU.
+* Playground envs never count steps: the time limit (default 1000 control steps, the
+  config's ``episode_length``) and the action repeat are ours (:mod:`envs.wrappers`):
+  rewards summed over the repeats, the repeat does not stop on termination (E22).
+* They never terminate either: their ``done`` is set only when qpos/qvel hold a NaN
+  (a physics blow-up). We report it as ``terminated`` so the agents' termination guards
+  see it; ``spec.can_terminate`` is False (E23).
+* Observations are flattened to a float32 vector. They differ from dm_control's in
+  places (walker index 14 is torso uprightness, not height: E24; physics settings differ too: E25).
+* Bounds: each actuator's ``ctrlrange`` (all [-1, 1] in this suite).
+* Compatibility fix (E26): playground 0.2.0's reacher compares version strings
+  lexicographically (``"3.17.0" >= "3.3.0"`` is False) and so calls
+  ``MjSpec.find_body``, which mujoco 3.17 removed. We replace its model builder with
+  one that uses ``MjSpec.body`` before loading ``reacher_*``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from envs.core import Env, EnvSpec, agent_episode_length
+from envs.wrappers import build_env
+
+# registry id -> playground dm_control_suite name
+PLAYGROUND_ENVS: dict[str, str] = {
+    "acrobot_swingup": "AcrobotSwingup",
+    "acrobot_swingup_sparse": "AcrobotSwingupSparse",
+    "cup_catch": "BallInCup",
+    "cartpole_balance": "CartpoleBalance",
+    "cartpole_balance_sparse": "CartpoleBalanceSparse",
+    "cartpole_swingup": "CartpoleSwingup",
+    "cartpole_swingup_sparse": "CartpoleSwingupSparse",
+    "cheetah_run": "CheetahRun",
+    "finger_spin": "FingerSpin",
+    "finger_turn_easy": "FingerTurnEasy",
+    "finger_turn_hard": "FingerTurnHard",
+    "fish_swim": "FishSwim",
+    "hopper_hop": "HopperHop",
+    "hopper_stand": "HopperStand",
+    "humanoid_stand": "HumanoidStand",
+    "humanoid_walk": "HumanoidWalk",
+    "humanoid_run": "HumanoidRun",
+    "pendulum_swingup": "PendulumSwingup",
+    "point_mass_easy": "PointMass",
+    "reacher_easy": "ReacherEasy",
+    "reacher_hard": "ReacherHard",
+    "swimmer_swimmer6": "SwimmerSwimmer6",
+    "walker_run": "WalkerRun",
+    "walker_stand": "WalkerStand",
+    "walker_walk": "WalkerWalk",
+}
+
+
+@functools.cache
+def _patch_reacher() -> None:
+    """Make playground's reacher loadable on mujoco 3.17 (deviation E26)."""
+    import mujoco
+    from mujoco_playground._src.dm_control_suite import reacher
+
+    def make_model(xml_path, target_size, assets):
+        spec = mujoco.MjSpec.from_string(xml_path.read_text(), assets)
+        spec.body("target").first_geom().size[0] = target_size
+        return spec.compile()
+
+    if not hasattr(mujoco.MjSpec, "find_body"):
+        reacher._make_model = make_model
+
+
+def load_raw(name: str):
+    """The playground env ``name`` (e.g. ``'WalkerWalk'``) with impl='jax', and its config."""
+    from mujoco_playground import registry
+
+    if name.startswith("Reacher"):
+        _patch_reacher()
+    config = registry.dm_control_suite.get_default_config(name)
+    env = registry.dm_control_suite.load(name, config=config, config_overrides={"impl": "jax"})
+    return env, config
+
+
+def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+    """Build playground DMC env ``env_id`` (a key of :data:`PLAYGROUND_ENVS`).
+
+    Args:
+      env_id: registry id.
+      action_repeat: control steps per agent step (rewards summed).
+      episode_length: time limit in control steps; None = the config's (1000).
+    """
+    env, config = load_raw(PLAYGROUND_ENVS[env_id])
+    limit = int(config.episode_length) if episode_length is None else int(episode_length)
+    model = env.mj_model
+    if not model.actuator_ctrllimited.all():
+        raise ValueError(f"{env_id}: an actuator has no ctrlrange; cannot map [-1, 1] actions")
+    obs_size = env.observation_size
+    if not isinstance(obs_size, int):
+        raise ValueError(f"{env_id}: expected a flat observation, got sizes {obs_size}")
+    spec = EnvSpec(
+        env_id=env_id,
+        backend="playground",
+        obs_size=int(obs_size),
+        action_size=int(env.action_size),
+        discrete=False,
+        episode_length=agent_episode_length(limit, action_repeat),
+        action_repeat=action_repeat,
+        action_low=tuple(float(x) for x in model.actuator_ctrlrange[:, 0]),
+        action_high=tuple(float(x) for x in model.actuator_ctrlrange[:, 1]),
+        can_terminate=False,
+    )
+
+    def raw_reset(key):
+        state = env.reset(key)
+        return state, state.obs
+
+    def raw_step(state, env_action, key):
+        del key  # playground carries its own rng in state.info
+        state = env.step(state, env_action)
+        return state, state.obs, state.reward, state.done > 0
+
+    return build_env(spec, raw_reset, raw_step)

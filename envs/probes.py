@@ -1,0 +1,66 @@
+"""Probe envs with known answers (design §8; backend ``"probe"``).
+
+Fixed-length and non-terminating: every episode ends by the time limit only
+(``done`` at ``t == T``, ``terminated`` never), so a correct agent bootstraps at the end
+of every episode. Both probes have a 1-D continuous action in [-1, 1] and a constant
+1-D observation ``[1.0]``; their default T is :data:`PROBE_EPISODE_LENGTH` agent steps
+(override with ``episode_length``, in probe steps; with ``action_repeat`` the rewards of
+the repeated steps are summed like on every backend).
+
+* ``probe_constant_reward``: reward 1 every step, whatever the action. Since the
+  observation never changes and the time limit is bootstrapped through, the value of
+  every state is the infinite discounted sum V = sum_k gamma^k = 1 / (1 - gamma)
+  (times ``action_repeat``). Checks discounting and time-limit bootstrapping.
+* ``probe_reward_is_action``: reward = the action in agent units, clipped to [-1, 1]
+  (the spec's bounds are [-1, 1], so env units are agent units). The optimal action is
+  +1 everywhere, with value 1 / (1 - gamma). Checks that the actor/planner follows the
+  reward's gradient in the action.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from envs.core import Env, EnvSpec, agent_episode_length
+from envs.wrappers import build_env
+
+PROBE_EPISODE_LENGTH = 20
+PROBE_ENVS = ("probe_constant_reward", "probe_reward_is_action")
+
+
+def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+    """Build probe ``env_id`` (one of :data:`PROBE_ENVS`).
+
+    Args:
+      env_id: registry id.
+      action_repeat: probe steps per agent step (rewards summed).
+      episode_length: time limit in probe steps; None = :data:`PROBE_EPISODE_LENGTH`.
+    """
+    if env_id not in PROBE_ENVS:
+        raise ValueError(f"unknown probe {env_id!r}; probes are {PROBE_ENVS}")
+    limit = PROBE_EPISODE_LENGTH if episode_length is None else int(episode_length)
+    spec = EnvSpec(
+        env_id=env_id,
+        backend="probe",
+        obs_size=1,
+        action_size=1,
+        discrete=False,
+        episode_length=agent_episode_length(limit, action_repeat),
+        action_repeat=action_repeat,
+        action_low=(-1.0,),
+        action_high=(1.0,),
+        can_terminate=False,
+    )
+    constant = env_id == "probe_constant_reward"
+
+    def raw_reset(key: jax.Array):
+        del key
+        return jnp.zeros((), jnp.int32), jnp.ones((1,), jnp.float32)
+
+    def raw_step(inner: jax.Array, env_action: jax.Array, key: jax.Array):
+        del key
+        reward = jnp.ones((), jnp.float32) if constant else env_action[0]
+        return inner + 1, jnp.ones((1,), jnp.float32), reward, jnp.zeros((), bool)
+
+    return build_env(spec, raw_reset, raw_step)

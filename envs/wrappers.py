@@ -1,0 +1,139 @@
+"""Action mapping, action repeat and time limit around a raw backend (design §2, §5.1).
+
+Every backend module reduces its simulator to two raw functions
+
+    raw_reset(key)                   -> (inner, obs)
+    raw_step(inner, env_action, key) -> (inner, obs, reward, terminated)
+
+(``env_action`` in the backend's units, ``key`` a fresh PRNG key for stochastic
+backends, ``terminated`` a true termination) and :func:`build_env` turns them into an
+:class:`envs.core.Env` that
+
+* maps the agent's action to env units once per agent step (:func:`envs.bounds.to_env_action`);
+* repeats it ``spec.action_repeat`` times, summing the rewards and OR-ing the
+  terminations; the repeat does *not* stop on a termination (brax ``EpisodeWrapper``
+  semantics; deviation E22);
+* counts agent steps and sets ``done`` exactly on the step where ``t == T``
+  (``spec.episode_length``) or on a termination; ``terminated`` only on the latter;
+* never resets (:mod:`envs.autoreset` does that).
+
+The inner state's leaf dtypes are pinned to those of the reset (weak types stripped), so
+``step`` maps a state to a state of identical type: ``lax.scan`` and ``lax.cond`` over
+it never trip on a backend that returns a Python float reward in ``step`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from envs.bounds import check_bounds, to_env_action
+from envs.core import Env, EnvSpec, EnvState, initial_state
+
+RawReset = Callable[[jax.Array], tuple[Any, Any]]
+RawStep = Callable[[Any, jax.Array, jax.Array], tuple[Any, Any, jax.Array, jax.Array]]
+
+
+def flatten_obs(obs: Any) -> jax.Array:
+    """Flatten an observation pytree (array or dict of arrays) to one [n] float32 vector.
+
+    Dict leaves are concatenated in ``jax.tree.leaves`` order (sorted keys).
+    """
+    leaves = jax.tree.leaves(obs)
+    return jnp.concatenate([jnp.ravel(jnp.asarray(x, jnp.float32)) for x in leaves])
+
+
+def _is_key(x: jax.Array) -> bool:
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def strong_types(tree: Any) -> Any:
+    """``tree`` with every leaf an array of its own dtype, weak typing stripped."""
+
+    def fix(x: Any) -> Any:
+        x = jnp.asarray(x)
+        return x if _is_key(x) else jnp.asarray(x, dtype=x.dtype)
+
+    return jax.tree.map(fix, tree)
+
+
+def like_types(tree: Any, reference: Any) -> Any:
+    """Cast every leaf of ``tree`` to the dtype of the matching leaf of ``reference``."""
+
+    def cast(x: Any, ref: Any) -> Any:
+        x, ref = jnp.asarray(x), jnp.asarray(ref)
+        return x if _is_key(ref) else jnp.asarray(x, dtype=ref.dtype)
+
+    return jax.tree.map(cast, tree, reference)
+
+
+def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
+    """An :class:`Env` from raw backend functions (see the module docstring).
+
+    Args:
+      spec: the finished spec (``episode_length`` = T in agent steps, ``action_repeat``).
+      raw_reset: ``key -> (inner, obs)``.
+      raw_step: ``(inner, env_action, key) -> (inner, obs, reward, terminated)``; reward and
+        terminated are scalars (any numeric dtype).
+
+    Returns:
+      The Env; ``reset(key)`` splits ``key`` into the backend's reset key and the carried
+      ``EnvState.key``; ``step`` splits one key per agent step off the carried key and one
+      per repeat off that.
+    """
+    if not spec.discrete:
+        if spec.action_low is None or spec.action_high is None:
+            raise ValueError(f"{spec.env_id}: a continuous env needs finite Box bounds")
+        check_bounds(spec.action_low, spec.action_high)
+        if len(spec.action_low) != spec.action_size:
+            raise ValueError(
+                f"{spec.env_id}: {len(spec.action_low)} bounds for {spec.action_size} actions"
+            )
+    repeat = spec.action_repeat
+    limit = spec.episode_length
+
+    def reset(key: jax.Array) -> EnvState:
+        key_reset, key_carry = jax.random.split(key)
+        inner, obs = raw_reset(key_reset)
+        return initial_state(strong_types(inner), flatten_obs(obs), key_carry)
+
+    def one(inner: Any, env_action: jax.Array, key: jax.Array) -> tuple:
+        new_inner, obs, reward, terminated = raw_step(inner, env_action, key)
+        return (
+            like_types(new_inner, inner),
+            flatten_obs(obs),
+            jnp.asarray(reward, jnp.float32).reshape(()),
+            jnp.asarray(terminated).reshape(()).astype(bool),
+        )
+
+    def step(state: EnvState, action: jax.Array) -> EnvState:
+        env_action = to_env_action(spec, action)
+        key, key_step = jax.random.split(state.key)
+        if repeat == 1:
+            inner, obs, reward, terminated = one(state.inner, env_action, key_step)
+        else:
+
+            def body(carry: tuple, k: jax.Array) -> tuple[tuple, None]:
+                inner, _, total, term = carry
+                inner, obs, reward, terminated = one(inner, env_action, k)
+                return (inner, obs, total + reward, term | terminated), None
+
+            init = (state.inner, state.obs, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+            (inner, obs, reward, terminated), _ = jax.lax.scan(
+                body, init, jax.random.split(key_step, repeat)
+            )
+        t = state.t + 1
+        return EnvState(
+            inner=inner,
+            obs=obs,
+            reward=reward,
+            done=terminated | (t >= limit),
+            terminated=terminated,
+            t=t,
+            key=key,
+        )
+
+    return Env(spec=spec, reset=reset, step=step)

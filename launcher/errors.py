@@ -1,0 +1,12 @@
+"""The launcher's one user-facing error type."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """Bad user input: an unknown option or key, a wrong type or value, an invalid
+    combination, a run directory that holds another config, a missing run directory.
+
+    ``python -m launcher`` (and ``launcher.report`` / ``launcher.evaluate``) print the
+    message alone and exit with status 2; nothing already saved is touched.
+    """

@@ -1,0 +1,124 @@
+"""``python -m launcher.evaluate RUN_DIR [--episodes N]``: evaluate the latest checkpoint.
+
+Rebuilds the run's env and agent from ``RUN_DIR/run.json``, restores the latest
+complete checkpoint (read only: unreadable ones are skipped, not moved) and runs the
+agent's evaluation (its eval-mode policy, fresh episodes) for N episodes per seed,
+printing the returns. The episodes' keys differ from the training run's evaluations.
+Exit status 2 with one message for a missing run directory or checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.agents import AGENTS, AgentEntry
+from launcher.errors import ConfigError
+
+EVAL_SALT = 0x7E57
+
+
+def evaluate_run(
+    run_dir: Path | str,
+    episodes: int | None = None,
+    *,
+    agents: Mapping[str, AgentEntry] = AGENTS,
+    make_env: Any = None,
+) -> dict[str, Any]:
+    """Evaluate the latest checkpoint of ``run_dir``.
+
+    Returns:
+      ``{"chunk", "timestep", "seeds", "returns": [[per-episode] per seed],
+      "mean": [per seed], "metrics": per-seed metric dicts}``.
+    """
+    import jax
+    import numpy as np
+
+    from launcher import build
+    from launcher.checkpoint import Checkpointer
+    from launcher.config import resolve
+    from launcher.rundir import RunDir
+    from launcher.run import SeedProgram, per_seed_rows, seed_keys, to_host
+
+    rd = RunDir(run_dir)
+    if not rd.path.is_dir():
+        raise ConfigError(f"{rd.path}: no such run directory")
+    stored = rd.read_run()
+    if stored is None:
+        raise ConfigError(f"{rd.path}: no run.json; not a run directory")
+    config = copy.deepcopy(stored["config"])
+    if episodes is not None:
+        if episodes < 1:
+            raise ConfigError(f"--episodes: must be >= 1, got {episodes}")
+        config["protocol"]["eval_episodes"] = episodes
+    spec = resolve(config, agents)
+    env = build.make_env(spec, make_env)
+    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt)
+    try:
+        steps = ckpt.steps()
+        if not steps:
+            raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet")
+        seeds = list(spec.protocol.seeds)
+        holder: dict[str, Any] = {}
+
+        def abstract_for(meta: Mapping[str, Any]) -> Any:
+            total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
+            agent = build.make_agent(spec, env, total, agents)
+            program = SeedProgram(agent, len(seeds), spec.protocol.shard_seeds)
+            holder["program"] = program
+            init_keys, _ = seed_keys(seeds)
+            return program.abstract(program.place(init_keys))
+
+        restored = ckpt.restore_latest(abstract_for, set_aside=False)
+    finally:
+        ckpt.close()
+    if restored is None:
+        raise ConfigError(f"{rd.path}: no readable checkpoint")
+    state, meta = restored
+    program = holder["program"]
+    _, eval_keys = seed_keys(seeds)
+    keys = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_SALT))(eval_keys)
+    _, metrics = program.evaluate(state, program.place(keys))
+    metrics = to_host(metrics)
+    rows = per_seed_rows(metrics, len(seeds), {})
+    returns = [row.get("Eval/episode returns") for row in rows]
+    means = [row.get("Eval/episodic mean reward") for row in rows]
+    return {
+        "chunk": int(meta["chunk"]),
+        "timestep": int(meta["timestep"]),
+        "seeds": seeds,
+        "returns": returns,
+        "mean": means,
+        "mean_over_seeds": float(np.mean(means)) if None not in means else None,
+        "metrics": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m launcher.evaluate", description=__doc__)
+    parser.add_argument("run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<hash>)")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="episodes per seed (default: the run's)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        out = evaluate_run(args.run_dir, args.episodes)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"checkpoint after chunk {out['chunk']} (timestep {out['timestep']})")
+    for seed, mean, returns in zip(out["seeds"], out["mean"], out["returns"], strict=True):
+        shown = ", ".join(f"{r:.1f}" for r in returns) if returns is not None else "n/a"
+        print(f"seed {seed}: mean return {mean:.2f} over {len(returns or [])} episodes: [{shown}]")
+    if out["mean_over_seeds"] is not None:
+        print(f"mean over seeds: {out['mean_over_seeds']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The run directory: what a run keeps on disk, and the guard against a changed config.
+
+Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<hash>`` or ``hydra.run.dir``)::
+
+    run.json                 identity (hashed), composed config, env facts, memory per seed
+    wandb_ids.json           one W&B run id per seed (reused by every relaunch)
+    checkpoints/<chunk>/     orbax: seed-batched state + JSON metadata (latest k kept)
+    corrupt_checkpoints/     unreadable checkpoints moved aside by a resume
+    metrics/seed_<s>.jsonl   one line per train chunk / evaluation
+    plots/learning_curves.png
+    wandb/                   W&B offline runs (``wandb sync``)
+    .hydra/, launcher.log    Hydra's record of the launch
+
+Every file here is written atomically (temporary file + rename), so a run killed at
+any point leaves either the old or the new version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.config import FORCE_CHANGEABLE, RunSpec, diff, identity
+from launcher.errors import ConfigError
+
+RUN_FILE = "run.json"
+WANDB_IDS = "wandb_ids.json"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory + rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else value
+    return value
+
+
+class RunDir:
+    """Paths and small files of one run directory."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path).absolute()
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def corrupt(self) -> Path:
+        return self.path / "corrupt_checkpoints"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics"
+
+    @property
+    def plots(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def wandb(self) -> Path:
+        return self.path / "wandb"
+
+    def metrics_file(self, seed: int) -> Path:
+        return self.metrics / f"seed_{seed}.jsonl"
+
+    # ------------------------------------------------------------------ run.json
+    def read_run(self) -> dict[str, Any] | None:
+        """The stored ``run.json``, or None for a new directory."""
+        path = self.path / RUN_FILE
+        if not path.exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: unreadable run file ({err}); move it away") from None
+
+    def write_run(self, spec: RunSpec, extra: Mapping[str, Any]) -> None:
+        """Store the run's identity, composed config and ``extra`` facts."""
+        data = {
+            "format": 1,
+            "run_name": spec.run_name,
+            "config_hash": spec.config_hash,
+            "identity": identity(spec),
+            "config": spec.config,
+            **extra,
+        }
+        atomic_write(self.path / RUN_FILE, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    def check_config(self, spec: RunSpec) -> dict[str, Any] | None:
+        """Refuse a run directory that holds another config.
+
+        Returns the stored ``run.json`` (None if new). A ``+resume=force`` launch may
+        differ in :data:`launcher.config.FORCE_CHANGEABLE` keys only.
+
+        Raises:
+          ConfigError: naming the differing keys with their stored and new values.
+        """
+        stored = self.read_run()
+        if stored is None:
+            return None
+        changes = diff(stored.get("identity", {}), identity(spec))
+        if not changes:
+            return stored
+        forced = spec.control.resume == "force"
+        if forced and all(key in FORCE_CHANGEABLE for key, _, _ in changes):
+            return stored
+        shown = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in changes[:8])
+        more = f" (and {len(changes) - 8} more)" if len(changes) > 8 else ""
+        if forced:
+            hint = f"+resume=force may change only {', '.join(FORCE_CHANGEABLE)}"
+        else:
+            hint = (
+                "relaunch with the stored config, choose another hydra.run.dir, or add "
+                f"+resume=force to change only {', '.join(FORCE_CHANGEABLE)}"
+            )
+        raise ConfigError(
+            f"run dir {self.path} holds a run with another config: {shown}{more}; {hint}"
+        )
+
+    # ----------------------------------------------------------------- W&B ids
+    def read_wandb_ids(self) -> dict[int, str]:
+        path = self.path / WANDB_IDS
+        if not path.exists():
+            return {}
+        return {int(k): v for k, v in json.loads(path.read_text()).items()}
+
+    def write_wandb_ids(self, ids: Mapping[int, str]) -> None:
+        text = json.dumps({str(k): v for k, v in ids.items()}, indent=2) + "\n"
+        atomic_write(self.path / WANDB_IDS, text)
+
+    # ----------------------------------------------------------------- metrics
+    def truncate_metrics(self, seeds: Sequence[int], chunk: int) -> None:
+        """Keep only the metric lines of chunks <= ``chunk`` (all dropped if ``chunk`` < 0):
+        lines written after the checkpoint a resume starts from are rewritten by it."""
+        for seed in seeds:
+            path = self.metrics_file(seed)
+            if not path.exists():
+                continue
+            kept = []
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill
+                    continue
+                if row.get("chunk", math.inf) <= chunk:
+                    kept.append(line)
+            atomic_write(path, "".join(f"{ln}\n" for ln in kept))
+
+    def append_metrics(self, seed: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append rows to the seed's JSONL file (flushed, one line each)."""
+        self.metrics.mkdir(parents=True, exist_ok=True)
+        with self.metrics_file(seed).open("a") as f:
+            for row in rows:
+                f.write(json.dumps({k: _json_value(v) for k, v in row.items()}) + "\n")
+            f.flush()
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of one metrics JSONL file (a cut last line is skipped)."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows

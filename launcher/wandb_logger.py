@@ -1,0 +1,96 @@
+"""Weights & Biases: one W&B run per seed, grouped by experiment, config logged.
+
+``mode=offline`` (the default) needs no account and no network: each launch writes
+``RUN_DIR/wandb/offline-run-<time>-<id>/``, uploaded later with ``wandb sync``. The
+run ids are created once and kept in ``RUN_DIR/wandb_ids.json``, so a resumed run
+continues the same W&B runs (``resume="allow"``). Metrics are logged with ``timestep``
+as their x-axis (``define_metric``), so relogging chunks after a resume never conflicts
+with W&B's own step counter. ``mode=disabled`` imports nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.config import LoggerSpec
+
+
+class WandbRuns:
+    """The per-seed W&B runs of one launch."""
+
+    def __init__(
+        self,
+        logger: LoggerSpec,
+        run_name: str,
+        seeds: Sequence[int],
+        ids: Mapping[int, str],
+        config: Mapping[str, Any],
+        directory: Path,
+    ) -> None:
+        """Start (or resume) one W&B run per seed.
+
+        Args:
+          logger: the logger spec (mode, project, entity, group, tags).
+          run_name: the experiment name; the default group.
+          seeds: the seeds, in the state's seed-axis order.
+          ids: seed -> W&B run id (from :meth:`new_ids` on the first launch).
+          config: logged as the W&B config (plus the seed).
+          directory: the run directory (W&B writes ``directory/wandb``).
+        """
+        self.mode = logger.mode
+        self.seeds = list(seeds)
+        self.runs: list[Any] = []
+        if self.mode == "disabled":
+            return
+        import wandb
+
+        directory.mkdir(parents=True, exist_ok=True)
+        settings = wandb.Settings(silent=True, console="off", disable_git=True, save_code=False)
+        for seed in self.seeds:
+            run = wandb.init(
+                project=logger.project,
+                entity=logger.entity,
+                group=logger.group or run_name,
+                name=f"{run_name}-seed{seed}",
+                id=ids[seed],
+                tags=list(logger.tags),
+                config={**config, "seed": seed},
+                dir=str(directory),
+                mode=self.mode,
+                resume="allow",
+                reinit="create_new",
+                settings=settings,
+            )
+            run.define_metric("timestep")
+            run.define_metric("*", step_metric="timestep")
+            self.runs.append(run)
+
+    @staticmethod
+    def new_ids(seeds: Sequence[int], mode: str) -> dict[int, str]:
+        """Fresh W&B run ids, one per seed."""
+        alphabet = string.ascii_lowercase + string.digits
+        return {s: "".join(secrets.choice(alphabet) for _ in range(8)) for s in seeds}
+
+    def log(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Log one row per seed (same order as ``seeds``); non-finite values kept."""
+        for run, row in zip(self.runs, rows, strict=False):
+            run.log({k: v for k, v in row.items() if k not in ("chunk", "kind")})
+
+    def finish(self) -> None:
+        for run in self.runs:
+            run.finish()
+        self.runs = []
+
+    def offline_dirs(self) -> list[str]:
+        """The offline run directories written by this launch."""
+        out = []
+        for run in self.runs:
+            directory = getattr(run, "dir", None)  # .../offline-run-*/files
+            if directory:
+                out.append(os.path.dirname(directory))
+        return out

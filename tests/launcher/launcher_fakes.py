@@ -1,0 +1,197 @@
+"""Test doubles for the launcher: a tiny fake agent with the agents' interface, a fake env.
+
+The fake agent compiles in well under a second, so the run loop, resume, checkpoints,
+sharding and logging are tested without the real agents' compile times. Its state has
+what matters for those tests: float parameters driven by per-tick randomness (folded
+from the absolute tick, like the real agents), a replay-like array sized by the run's
+total length (the force-extension path), a raw PRNG key, counters and an eval counter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from envs.core import EnvSpec
+from launcher.agents import AgentEntry
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeConfig:
+    model_size: int = 1
+    width: int = 4
+    lr: float = 0.1
+    eval_episodes: int = 2
+    sleep_s: float = 0.0  # host sleep per train call (kill tests)
+    terminate_at: int = -1  # report a termination at this tick (-1: never)
+
+
+@struct.dataclass
+class FakeState:
+    params: jax.Array  # [width]
+    buffer: jax.Array  # [total_env_steps]
+    key: jax.Array  # raw uint32 [2]
+    tick: jax.Array
+    steps: jax.Array
+    n_evals: jax.Array
+    n_terminations: jax.Array
+    typed_key: jax.Array  # a typed PRNG key (stored as key data)
+    empty: jax.Array  # [0, 3]: zero-size, like some MJX state leaves (not storable by orbax)
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeEnv:
+    spec: EnvSpec
+
+
+def make_fake_env(env_id: str, action_repeat: int, episode_length: int | None) -> FakeEnv:
+    limit = 20 if episode_length is None else episode_length
+    if limit % action_repeat:
+        raise ValueError(f"episode length {limit} is not divisible by action_repeat")
+    return FakeEnv(
+        EnvSpec(
+            env_id=env_id,
+            backend="probe",
+            obs_size=1,
+            action_size=1,
+            discrete=env_id == "fake_discrete",
+            episode_length=limit // action_repeat,
+            action_repeat=action_repeat,
+        )
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeAgent:
+    cfg: FakeConfig
+    env: FakeEnv
+    total_env_steps: int
+
+    @property
+    def T(self) -> int:
+        return self.env.spec.episode_length
+
+    def ticks_for(self, env_steps: int) -> int:
+        return env_steps + env_steps // self.T
+
+    def memory_bytes(self) -> dict[str, int]:
+        return {"replay": 4 * self.total_env_steps, "train_state": 4 * self.cfg.width}
+
+    def init(self, key: jax.Array) -> FakeState:
+        k_param, key = jax.random.split(key)
+        zero = jnp.zeros((), jnp.int32)
+        return FakeState(
+            params=jax.random.normal(k_param, (self.cfg.width,)),
+            buffer=jnp.zeros((self.total_env_steps,), jnp.float32),
+            key=key,
+            tick=zero,
+            steps=zero,
+            n_evals=zero,
+            n_terminations=zero,
+            typed_key=jax.random.wrap_key_data(key),
+            empty=jnp.zeros((0, 3), jnp.float32),
+        )
+
+    def train(self, state: FakeState, ticks: jax.Array) -> tuple[FakeState, dict]:
+        if self.cfg.sleep_s:
+            jax.debug.callback(lambda: time.sleep(self.cfg.sleep_s))
+
+        def tick_fn(state: FakeState, i: jax.Array):
+            noise = jax.random.normal(jax.random.fold_in(state.key, i), (self.cfg.width,))
+            params = state.params * (1 - self.cfg.lr) + self.cfg.lr * (noise + jnp.sin(i))
+            stepping = i % (self.T + 1) != self.T
+            slot = state.steps % self.total_env_steps
+            buffer = jnp.where(stepping, state.buffer.at[slot].set(jnp.mean(params)), state.buffer)
+            state = state.replace(
+                params=params,
+                buffer=buffer,
+                tick=i + 1,
+                steps=state.steps + stepping.astype(jnp.int32),
+                n_terminations=state.n_terminations + (i == self.cfg.terminate_at),
+                typed_key=jax.random.fold_in(state.typed_key, i),
+            )
+            return state, jnp.mean(params)
+
+        state, means = jax.lax.scan(tick_fn, state, ticks)
+        metrics = {
+            **self.counters(state),
+            "Train/episodic mean reward": jnp.mean(means),
+            "Train/last": means[-1],
+            "n_terminations": state.n_terminations,
+        }
+        return state, metrics
+
+    def counters(self, state: FakeState) -> dict[str, jax.Array]:
+        return {
+            "timestep": state.steps,
+            "env_frames": state.steps * self.env.spec.action_repeat,
+            "Train/n_updates": state.steps,
+        }
+
+    def evaluate(self, state: FakeState, key: jax.Array) -> tuple[FakeState, dict]:
+        key = jax.random.fold_in(key, state.n_evals)
+        returns = jax.random.normal(key, (self.cfg.eval_episodes,)) + jnp.sum(state.params)
+        metrics = {"Eval/episodic mean reward": jnp.mean(returns), "Eval/episode returns": returns}
+        return state.replace(n_evals=state.n_evals + 1), metrics
+
+
+def check_no_terminations(metrics: dict[str, Any]) -> None:
+    if int(jnp.max(metrics["n_terminations"])):
+        raise ValueError("the environment terminated an episode (fake)")
+
+
+FAKE_ENTRY = AgentEntry(
+    name="fake",
+    config_cls=FakeConfig,
+    model_sizes={"fake_1": 1},
+    factory="launcher_fakes:FakeAgent",
+    metrics_check="launcher_fakes:check_no_terminations",
+    launcher_fields=("model_size", "eval_episodes"),
+    continuous_only=True,
+)
+FAKE_AGENTS = {"fake": FAKE_ENTRY}
+
+
+def fake_config(**sections: Any) -> dict[str, Any]:
+    """A composed-config mapping for the fake agent; ``sections`` update the defaults
+    section by section (``protocol={"n_timesteps": 40}``)."""
+    cfg: dict[str, Any] = {
+        "agent": {"name": "fake", "width": 4, "lr": 0.1},
+        "model_size": {"agent": "fake", "size": 1},
+        "env": {"id": "probe_constant_reward", "action_repeat": 1, "episode_length": 10},
+        "protocol": {
+            "name": "test",
+            "seeds": [0, 1],
+            "n_timesteps": 60,
+            "log_frequency": 10,
+            "eval_frequency": 20,
+            "eval_episodes": 2,
+            "eval_at_start": True,
+            "checkpoint_frequency": 20,
+            "keep_checkpoints": 2,
+            "shard_seeds": True,
+        },
+        "logger": {"mode": "disabled", "progress": False},
+        "callbacks": {"pretrain": [], "post_update": [], "eval_metrics": []},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    return cfg
+
+
+def state_arrays(state: Any) -> dict[str, Any]:
+    """Flat ``{path: numpy array}`` of a state (for bit-identity comparisons)."""
+    import numpy as np
+
+    from launcher.checkpoint import to_raw
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(to_raw(state))
+    return {jax.tree_util.keystr(p): np.asarray(x) for p, x in flat}

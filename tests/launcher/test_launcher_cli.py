@@ -1,0 +1,130 @@
+"""The bad-input battery: each case gives one clear ``error:`` line and exit status 2,
+before anything is written; plus ``--cfg job`` and the real exit status of a process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.cli import compose_spec, main
+from launcher.evaluate import main as evaluate_main
+from launcher.report import main as report_main
+from launcher.rundir import RunDir
+
+ROOT = Path(__file__).parents[2]
+SMOKE = ["protocol=smoke", "env=pendulum", "logger=disabled"]
+
+# (argv, a fragment the message must contain: the key, and where useful the valid values)
+BATTERY = [
+    (["env=walker_wlak"], "env=walker_wlak: unknown option; did you mean walker_walk"),
+    (["agent=sac"], "agent=sac: unknown option; choose one of: tdmpc2"),
+    (["model_size=5"], "model_size=5: unknown option; did you mean tdmpc2_5"),
+    (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3 (not implemented yet)"),
+    (["protocol=fast"], "protocol=fast: unknown option; choose one of: learning_check"),
+    (["logger=wandb"], "logger=wandb: unknown option; choose one of: disabled, offline, online"),
+    (["agent.mlpdim=3"], "agent.mlpdim: unknown key; did you mean mlp_dim?"),
+    (["+agent.foo=1"], "agent.foo: unknown key; valid keys: enc_dim"),
+    (["agent.mlp_dim=abc"], "agent.mlp_dim: expected int or null, got 'abc' (str)"),
+    (["agent.horizon=2.5"], "agent.horizon: expected int, got 2.5 (float)"),
+    (["agent.dropout=2"], "agent.dropout: 2.0 is outside the valid range [0, 1]"),
+    (["agent.num_elites=1000"], "agent: num_elites must not exceed num_samples"),
+    (["agent.batch_size=0"], "agent.batch_size: 0 is outside the valid range [1, inf]"),
+    (["protocol.eval_at_start=maybe"], "protocol.eval_at_start: expected bool"),
+    (["protocol.n_timesteps=-5"], "protocol.n_timesteps: must be an int >= 1, got -5"),
+    (["protocol.seeds=[]"], "protocol.seeds: expected a non-empty list"),
+    (["protocol.seeds=[0,0]"], "protocol.seeds: seeds must be distinct"),
+    (["protocol.seeds=7"], "protocol.seeds: expected a list of int, got 7 (int)"),
+    (["protocol.eval_frequency=15"], "protocol.eval_frequency: 15 is not a multiple of"),
+    (["protocol.log_frequency=100"], "protocol.log_frequency: 100 exceeds protocol.n_timesteps"),
+    (["env.action_repeat=0"], "env.action_repeat: must be an int >= 1, got 0"),
+    (["env.action_repeat=2"], "env.action_repeat: pendulum: gymnax envs support only"),
+    (["env.id=pendulm"], "env.id: unknown env id 'pendulm'; did you mean pendulum"),
+    (["env=cartpole"], "env=cartpole: has discrete actions, and agent=tdmpc2 needs continuous"),
+    (["env=mountain_car_continuous"], "env=mountain_car_continuous: can terminate"),
+    (["env=walker_walk", "env.episode_length=21"], "env.episode_length: 21 backend steps"),
+    (["logger.mode=loud"], "logger.mode: 'loud' is not a W&B mode; choose one of: offline"),
+    (["+callbacks.on_target=[a:b]"], "callbacks.on_target: unsupported callback phase"),
+    (["callbacks.pretrain=[nomodule]"], "callbacks.pretrain[0]: 'nomodule' is not an import"),
+    (["resume=force"], "resume: a run-control key, given with a leading '+': +resume="),
+    (["+resume=maybe"], "resume: 'maybe' is not a resume mode; choose one of: auto, force"),
+    (["+stop_after_chunks=0"], "stop_after_chunks: must be an int >= 1, got 0"),
+    (["+oops=1"], "oops: unknown top-level key"),
+    (["agent.mlp_dim=[1,"], "cannot parse the override 'agent.mlp_dim=[1,'"),
+    (["env=pendulum,walker_walk"], "a sweep (a,b,...) needs multirun: python -m launcher -m"),
+    (["-m", "env=pendulum,cartpole"], "env=cartpole: has discrete actions"),
+]
+
+
+def run_main(argv, capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize(("argv", "fragment"), BATTERY, ids=[" ".join(a) for a, _ in BATTERY])
+def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    multirun = argv[0] == "-m"
+    args = (["-m"] if multirun else []) + SMOKE + argv[1 if multirun else 0 :]
+    if multirun:
+        args.remove("env=pendulum")
+    code, out, err = run_main(args, capsys)
+    assert code == 2, err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert fragment in err
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_at_least_15_cases():
+    assert len(BATTERY) >= 15
+
+
+def test_changed_config_into_the_same_run_dir_exits_2(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    old = compose_spec([*SMOKE, "agent.horizon=4"])
+    RunDir(run_dir).write_run(old, {})
+    before = (run_dir / "run.json").read_text()
+    # Hydra leaves logging alone (its handlers would outlive pytest's captured streams)
+    args = [*SMOKE, f"hydra.run.dir={run_dir}", "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    code, _, err = run_main(args, capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "holds a run with another config: agent.horizon: 4 -> 3" in err
+    code, _, err = run_main([*args, "+resume=force"], capsys)
+    assert code == 2 and "+resume=force may change only protocol.n_timesteps" in err
+    assert (run_dir / "run.json").read_text() == before
+
+
+def test_report_and_evaluate_refuse_missing_run_dirs(capsys, tmp_path):
+    assert report_main([str(tmp_path / "nope")]) == 2
+    assert evaluate_main([str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: {tmp_path / 'nope'}: no such run directory",
+        f"error: {tmp_path / 'nope'}: no such run directory",
+    ]
+    RunDir(tmp_path / "new").write_run(compose_spec(SMOKE), {})
+    assert evaluate_main([str(tmp_path / "new")]) == 2
+    assert "no checkpoint to evaluate yet" in capsys.readouterr().err
+
+
+def test_cfg_job_prints_the_composed_config(capsys):
+    code, out, _ = run_main(["--cfg", "job", "protocol=smoke", "env=cartpole_balance"], capsys)
+    assert code == 0
+    assert "name: smoke" in out and "id: cartpole_balance" in out and "mlp_dim: 32" in out
+
+
+def test_process_exit_status_is_2(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (
+        ["-m", "launcher", "env=walker_wlak"],
+        ["-m", "launcher.report", str(tmp_path / "missing")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1

@@ -1,0 +1,186 @@
+"""Config resolution: conf/ tree <-> registries, every valid agent x model size x env
+combination resolves, invalid ones fail naming the key; types, frozen dataclasses,
+hashes, protocols and sweeps."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import itertools
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+import envs
+from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
+from launcher.agents import AGENTS, FUTURE_MODEL_SIZES
+from launcher.build import compatible_envs, env_facts, precheck_env
+from launcher.cli import check_overrides, compose, compose_all, compose_spec, group_options
+from launcher.config import (
+    Protocol,
+    RunSpec,
+    coerce,
+    config_hash,
+    diff,
+    identity,
+    resolve,
+)
+from launcher.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def base_config() -> dict:
+    return OmegaConf.to_container(compose([]), resolve=True)
+
+
+@pytest.fixture(scope="module")
+def env_sections() -> dict[str, dict]:
+    """The composed ``env`` section of every env option (through Hydra)."""
+    ids = group_options("env")
+    cfgs = compose_all([[f"env={env_id}"] for env_id in ids])
+    return {i: OmegaConf.to_container(c.env, resolve=True) for i, c in zip(ids, cfgs, strict=True)}
+
+
+def test_conf_tree_matches_the_registries():
+    assert set(group_options("env")) == set(envs.list_envs())
+    sizes = {s for entry in AGENTS.values() for s in entry.model_sizes} | set(FUTURE_MODEL_SIZES)
+    assert set(group_options("model_size")) == sizes | {"tdmpc2", "dreamerv3"}
+    assert set(group_options("agent")) == set(AGENTS)
+    assert set(group_options("protocol")) == {"quick", "smoke", "learning_check", "paper"}
+    assert set(group_options("logger")) == {"offline", "online", "disabled"}
+    surface = {f.name for f in dataclasses.fields(TDMPC2Config)}
+    yaml_keys = set(OmegaConf.to_container(compose(["agent=tdmpc2"]).agent))
+    assert yaml_keys == surface - set(AGENTS["tdmpc2"].launcher_fields) | {"name"}
+
+
+def test_agent_yaml_defaults_are_the_config_defaults(base_config):
+    defaults = TDMPC2Config()
+    for key, value in base_config["agent"].items():
+        if key != "name":
+            assert value == getattr(defaults, key), key
+
+
+def test_every_valid_combination_resolves(base_config, env_sections):
+    checked = 0
+    for name, entry in AGENTS.items():
+        valid_envs = compatible_envs(entry)
+        assert {"pendulum", "walker_walk", "cartpole_balance"} <= set(valid_envs)
+        sizes = {
+            opt: OmegaConf.to_container(compose([f"model_size={opt}"]).model_size)
+            for opt in entry.model_sizes
+        }
+        for (opt, size_cfg), env_id in itertools.product(sizes.items(), valid_envs):
+            cfg = {**base_config, "model_size": size_cfg, "env": env_sections[env_id]}
+            cfg["agent"] = {**cfg["agent"], "name": name}
+            spec = resolve(cfg)
+            assert spec.agent.model_size == entry.model_sizes[opt]
+            assert spec.env.id == env_id
+            checked += 1
+    assert checked == len(MODEL_SIZES) * len(compatible_envs(AGENTS["tdmpc2"]))
+
+
+def test_paper_defaults():
+    spec = compose_spec([])
+    assert spec.agent_name == "tdmpc2" and spec.agent.model_size == 5  # the paper's size
+    assert spec.env.id == "walker_walk" and spec.env.action_repeat == 2
+    p = spec.protocol
+    assert (p.name, p.seeds, p.n_timesteps) == ("paper", (1, 2, 3), 2_000_000)
+    assert (p.eval_frequency, p.eval_episodes, p.eval_at_start) == (50_000, 10, True)
+    assert spec.agent.eval_episodes == 10 and spec.logger.mode == "offline"
+    assert compose_spec(["env=pendulum"]).env.action_repeat == 1
+
+
+@pytest.mark.parametrize("protocol", ["quick", "smoke", "learning_check", "paper"])
+def test_protocols_resolve_on_pendulum(protocol):
+    spec = compose_spec([f"protocol={protocol}", "env=pendulum"])
+    assert spec.protocol.name == protocol
+    precheck_env(spec)
+
+
+def test_command_line_beats_protocol_presets():
+    spec = compose_spec(["protocol=quick", "model_size=tdmpc2_5", "agent.num_samples=64"])
+    assert spec.agent.model_size == 5 and spec.agent.num_samples == 64
+
+
+def test_invalid_model_size_names_the_key(base_config):
+    for opt in FUTURE_MODEL_SIZES:
+        size_cfg = OmegaConf.to_container(compose([f"model_size={opt}"]).model_size)
+        with pytest.raises(ConfigError, match=r"^model_size: .*agent=dreamerv3.*tdmpc2_5"):
+            resolve({**base_config, "model_size": size_cfg})
+    with pytest.raises(ConfigError, match=r"model_size.size: 7 is not a tdmpc2 preset"):
+        resolve({**base_config, "model_size": {"agent": "tdmpc2", "size": 7}})
+
+
+def test_invalid_envs_name_the_key_and_the_valid_ones():
+    invalid = [e for e in envs.list_envs() if not AGENTS["tdmpc2"].accepts(*env_facts(e))]
+    assert {"cartpole", "acrobot", "mountain_car", "ant", "hopper"} <= set(invalid)
+    for env_id in invalid:
+        if envs.backend_of(env_id) == "brax":  # building brax envs is slow; facts suffice
+            continue
+        with pytest.raises(ConfigError, match=rf"^env={env_id}: .*choose env= one of: pendulum"):
+            precheck_env(compose_spec([f"env={env_id}"]))
+
+
+def test_sweeps_expand_into_validated_jobs():
+    specs = check_overrides(["+sweep=tdmpc2_learning_checks"], multirun=True)
+    assert [(s.env.id, s.protocol.name) for s in specs] == [
+        ("pendulum", "learning_check"),
+        ("cartpole_balance", "learning_check"),
+    ]
+    specs = check_overrides(["env=pendulum,cartpole_balance", "protocol=smoke"], multirun=True)
+    assert [s.env.id for s in specs] == ["pendulum", "cartpole_balance"]
+    assert len({s.run_name for s in specs}) == 2
+    sweep = importlib.resources.files("sweeps") / "sweep" / "tdmpc2_paper_dmc.yaml"
+    paper = yaml.safe_load(sweep.read_text())
+    for env_id in paper["hydra"]["sweeper"]["params"]["env"].split(","):
+        assert env_id in compatible_envs(AGENTS["tdmpc2"])
+
+
+def test_coerce_types():
+    assert coerce("k", 3, float) == 3.0 and isinstance(coerce("k", 3, float), float)
+    assert coerce("k", 1e6, int) == 1_000_000
+    assert coerce("k", None, int | None) is None
+    assert coerce("k", [1, 2], tuple[int, ...]) == (1, 2)
+    for value, hint in [
+        (True, int),
+        ("3", int),
+        (2.5, int),
+        (1, bool),
+        ("x", float),
+        (float("nan"), float),
+        ([1, "a"], tuple[int, ...]),
+        (3, str),
+    ]:
+        with pytest.raises(ConfigError, match=r"^key(\[1\])?: expected"):
+            coerce("key", value, hint)
+
+
+def test_dataclasses_are_frozen_and_typed():
+    spec = compose_spec(["protocol=smoke", "env=pendulum"])
+    assert isinstance(spec, RunSpec) and isinstance(spec.protocol, Protocol)
+    for obj, field in [(spec, "env"), (spec.protocol, "seeds"), (spec.agent, "horizon")]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, field, None)
+    assert isinstance(spec.protocol.seeds, tuple)
+    assert isinstance(spec.agent.learning_rate, float)
+
+
+def test_hash_is_stable_and_ignores_logger_and_run_control():
+    a = compose_spec(["protocol=smoke", "env=pendulum"])
+    b = compose_spec(["protocol=smoke", "env=pendulum", "logger=disabled", "+resume=force"])
+    c = compose_spec(["protocol=smoke", "env=pendulum", "agent.horizon=4"])
+    assert a.config_hash == b.config_hash != c.config_hash
+    assert a.config_hash == config_hash(identity(a)) and len(a.config_hash) == 10
+    assert a.run_name == f"tdmpc2-pendulum-{a.config_hash}"
+    assert diff(identity(a), identity(c)) == [("agent.horizon", 3, 4)]
+
+
+def test_hydra_run_dir_is_the_hashed_run_name():
+    cfg = compose(["protocol=smoke", "env=pendulum"], hydra_node=True)
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(cfg)
+    name = compose_spec(["protocol=smoke", "env=pendulum"]).run_name
+    assert cfg.hydra.run.dir == f"runs/{name}"
+    assert cfg.hydra.sweep.subdir == name

@@ -1,0 +1,240 @@
+"""The run loop with the fake agent, in process: chunks, compile count, metrics files,
+resume (stop / relaunch, corrupt checkpoint, changed config, force extension),
+checkpoints kept, callbacks, W&B offline files, report and evaluate."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from launcher_fakes import FAKE_AGENTS, fake_config, make_fake_env, state_arrays
+
+from launcher.callbacks import Callbacks
+from launcher.config import resolve
+from launcher.errors import ConfigError
+from launcher.evaluate import evaluate_run
+from launcher.report import main as report_main
+from launcher.report import plot_run
+from launcher.rundir import read_metrics
+from launcher.run import TIMING_KEYS, run
+
+
+def launch(run_dir: Path, plot: bool = False, **sections):
+    spec = resolve(fake_config(**sections), FAKE_AGENTS)
+    return run(spec, run_dir, agents=FAKE_AGENTS, make_env=make_fake_env, plot=plot)
+
+
+def metric_rows(run_dir: Path, seed: int) -> list[dict]:
+    rows = read_metrics(Path(run_dir) / "metrics" / f"seed_{seed}.jsonl")
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+def assert_same_run(a, b) -> None:
+    sa, sb = state_arrays(a.state), state_arrays(b.state)
+    assert sa.keys() == sb.keys()
+    for key in sa:
+        np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+    for seed in a.spec.protocol.seeds:
+        assert metric_rows(a.run_dir, seed) == metric_rows(b.run_dir, seed)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """An uninterrupted 6-chunk run of 2 seeds (eval at start and every 2 chunks)."""
+    return launch(tmp_path_factory.mktemp("base") / "run", plot=True)
+
+
+def test_chunks_metrics_and_no_recompilation(base):
+    assert base.chunks_done == base.n_chunks == 6
+    assert base.compiles == {"init": 1, "train": 1, "evaluate": 1}
+    rows = metric_rows(base.run_dir, 0)
+    train = [r for r in rows if r["kind"] == "train"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert [r["chunk"] for r in train] == [1, 2, 3, 4, 5, 6]
+    assert [r["timestep"] for r in train] == [10, 20, 30, 40, 50, 60]
+    assert [(r["chunk"], r["timestep"]) for r in evals] == [(0, 0), (2, 20), (4, 40), (6, 60)]
+    assert all(len(r["Eval/episode returns"]) == 2 for r in evals)
+    # per-seed files differ (independent seeds)
+    assert metric_rows(base.run_dir, 0) != metric_rows(base.run_dir, 1)
+    # the replay-like leaf is sized by the run's total length (design §5.6)
+    assert base.state.buffer.shape == (2, 60)
+    stored = json.loads((base.run_dir / "run.json").read_text())
+    assert stored["config_hash"] == base.spec.config_hash
+    assert stored["memory_bytes_per_seed"] == {"replay": 240, "train_state": 16}
+    assert base.plot is not None and base.plot.stat().st_size > 1000
+
+
+def test_keeps_last_k_checkpoints(base):
+    steps = sorted(int(p.name) for p in (base.run_dir / "checkpoints").iterdir())
+    assert steps == [4, 6]
+
+
+def test_stop_and_relaunch_is_bit_identical(base, tmp_path):
+    first = launch(tmp_path / "run", stop_after_chunks=3)
+    assert first.stopped_early and first.chunks_done == 3
+    second = launch(tmp_path / "run")
+    assert second.resumed_from == 3 and second.chunks_done == 6
+    assert_same_run(base, second)
+
+
+def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
+    shutil.copytree(base.run_dir, tmp_path / "run")
+    again = launch(tmp_path / "run")
+    assert again.resumed_from == 6 and again.chunks_done == 6
+    assert metric_rows(tmp_path / "run", 0) == metric_rows(base.run_dir, 0)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax, after a failed read
+def test_corrupt_latest_checkpoint_falls_back_with_warning(base, tmp_path, caplog):
+    launch(tmp_path / "run", stop_after_chunks=4)  # checkpoints 2 and 4
+    state_dir = tmp_path / "run" / "checkpoints" / "4" / "state"
+    for f in state_dir.rglob("*"):
+        if f.is_file() and f.parent.name == "d":
+            f.write_bytes(b"\0" * 7)
+    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+        resumed = launch(tmp_path / "run")
+    assert resumed.resumed_from == 2
+    assert any("checkpoint 4 is unreadable" in r.message for r in caplog.records)
+    assert len(list((tmp_path / "run" / "corrupt_checkpoints").iterdir())) == 1
+    assert_same_run(base, resumed)
+
+
+def test_silently_altered_checkpoint_is_caught_by_the_fingerprint(tmp_path, caplog):
+    launch(tmp_path / "run", stop_after_chunks=4)
+    meta_file = tmp_path / "run" / "checkpoints" / "4" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    meta["fingerprint"] = "0" * len(meta["fingerprint"])
+    meta_file.write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+        resumed = launch(tmp_path / "run")
+    assert resumed.resumed_from == 2
+    assert any("fingerprint" in r.message for r in caplog.records)
+
+
+def test_changed_config_is_refused_naming_the_keys(base, tmp_path):
+    shutil.copytree(base.run_dir, tmp_path / "run")
+    before = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    with pytest.raises(ConfigError, match=r"agent\.lr: 0\.1 -> 0\.2"):
+        launch(tmp_path / "run", agent={"lr": 0.2})
+    with pytest.raises(ConfigError, match=r"protocol\.n_timesteps: 60 -> 80.*\+resume=force"):
+        launch(tmp_path / "run", protocol={"n_timesteps": 80})
+    with pytest.raises(ConfigError, match=r"may change only protocol\.n_timesteps"):
+        launch(tmp_path / "run", agent={"lr": 0.2}, resume="force")
+    after = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert before == after  # nothing saved is lost
+
+
+def test_force_extension_equals_the_longer_run(base, tmp_path):
+    short = launch(tmp_path / "run", protocol={"n_timesteps": 40})
+    assert short.state.buffer.shape == (2, 40)
+    longer = launch(tmp_path / "run", protocol={"n_timesteps": 60}, resume="force")
+    assert longer.resumed_from == 4 and longer.state.buffer.shape == (2, 60)
+    stored = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert stored["identity"]["protocol"]["n_timesteps"] == 60
+    sa, sb = state_arrays(base.state), state_arrays(longer.state)
+    for key in sa:
+        np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+    train = [r for r in metric_rows(tmp_path / "run", 0) if r["kind"] == "train"]
+    assert train == [r for r in metric_rows(base.run_dir, 0) if r["kind"] == "train"]
+
+
+def test_terminations_are_refused_and_keep_checkpoints(tmp_path):
+    with pytest.raises(ConfigError, match="terminated"):
+        launch(tmp_path / "run", agent={"terminate_at": 35})
+    steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert steps == [2]
+
+
+# --------------------------------------------------------------------- callbacks
+CALLS: list[tuple] = []
+
+
+def hook_pretrain(state, spec):
+    CALLS.append(("pretrain", spec.agent_name))
+    return state.replace(params=state.params * 0)
+
+
+def hook_post_update(metrics, chunk):
+    CALLS.append(("post_update", chunk))
+    return {"custom/double": metrics["timestep"] * 2}
+
+
+def hook_eval(metrics, chunk):
+    CALLS.append(("eval_metrics", chunk))
+    return {"custom/eval_chunk": np.full(2, chunk)}
+
+
+def test_callbacks_run_at_their_phases(tmp_path):
+    CALLS.clear()
+    mod = __name__
+    result = launch(
+        tmp_path / "run",
+        protocol={"n_timesteps": 20, "eval_at_start": False},
+        callbacks={
+            "pretrain": [f"{mod}:hook_pretrain"],
+            "post_update": [f"{mod}:hook_post_update"],
+            "eval_metrics": [f"{mod}.hook_eval"],
+        },
+    )
+    assert CALLS == [
+        ("pretrain", "fake"),
+        ("post_update", 1),
+        ("post_update", 2),
+        ("eval_metrics", 2),
+    ]
+    rows = metric_rows(result.run_dir, 1)
+    assert [r.get("custom/double") for r in rows if r["kind"] == "train"] == [20, 40]
+    assert [r.get("custom/eval_chunk") for r in rows if r["kind"] == "eval"] == [2]
+
+
+def test_callbacks_refuse_other_phases_and_bad_paths():
+    with pytest.raises(ConfigError, match="supported phases: pretrain, post_update, eval_metrics"):
+        Callbacks.build({"on_target": ["x:y"]})
+    with pytest.raises(ConfigError, match="callbacks.pretrain"):
+        resolve(fake_config(callbacks={"pretrain": ["nomodule"]}), FAKE_AGENTS)
+    with pytest.raises(ConfigError, match=r"callbacks.post_update\[0\]: cannot import"):
+        Callbacks.build({"post_update": ["no_such_module_xyz:fn"]})
+
+
+# ---------------------------------------------------------------------------- W&B
+def test_wandb_offline_one_run_per_seed_resumed_with_the_same_ids(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    sections = {"logger": {"mode": "offline", "progress": False}}
+    first = launch(run_dir, stop_after_chunks=2, **sections)
+    ids = json.loads((run_dir / "wandb_ids.json").read_text())
+    assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 2
+    assert len(first.wandb_dirs) == 2
+    launch(run_dir, **sections)
+    assert json.loads((run_dir / "wandb_ids.json").read_text()) == ids
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    for run_id in ids.values():
+        mine = [d for d in offline if d.name.endswith(run_id)]
+        assert len(mine) == 2  # one per launch, the same W&B run
+        assert all((d / f"run-{run_id}.wandb").stat().st_size > 0 for d in mine)
+
+
+# ------------------------------------------------------------ report and evaluate
+def test_report_writes_png_and_refuses_missing_dirs(base, tmp_path, capsys):
+    out = plot_run(base.run_dir, tmp_path / "curves.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert report_main([str(base.run_dir), "--out", str(tmp_path / "c2.png")]) == 0
+    assert report_main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no such run directory" in err
+    (tmp_path / "empty").mkdir()
+    assert report_main([str(tmp_path / "empty")]) == 2
+
+
+def test_evaluate_latest_checkpoint(base, tmp_path):
+    out = evaluate_run(base.run_dir, 3, agents=FAKE_AGENTS, make_env=make_fake_env)
+    assert out["chunk"] == 6 and out["timestep"] == 60 and out["seeds"] == [0, 1]
+    assert [len(r) for r in out["returns"]] == [3, 3]
+    params = np.asarray(base.state.params).sum(axis=1)
+    np.testing.assert_allclose(np.mean(out["returns"], axis=1), params, atol=3.0)
+    with pytest.raises(ConfigError, match="no such run directory"):
+        evaluate_run(tmp_path / "missing", agents=FAKE_AGENTS, make_env=make_fake_env)
