@@ -31,6 +31,7 @@ Under ``jax.vmap`` the reset is computed for every env at every step and selecte
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -62,8 +63,12 @@ class AutoResetEnv(Env):
     fresh_reset: bool = True
 
 
+@functools.cache
 def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
     """Wrap ``env`` so that ``step`` resets it when an episode ends (design §5.2, E20).
+
+    Cached: wrapping the same env twice returns the same object, so jitted functions
+    that take it as a static argument are not retraced.
 
     Args:
       env: an unwrapped env (wrapping twice raises ValueError).

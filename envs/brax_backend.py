@@ -20,6 +20,8 @@
 
 from __future__ import annotations
 
+import jax
+
 from envs.core import Env, EnvSpec, agent_episode_length
 from envs.wrappers import build_env
 
@@ -80,10 +82,12 @@ def build(
         ctrl = env.sys.actuator.ctrl_range
         low = tuple(float(x) for x in ctrl[:, 0])
         high = tuple(float(x) for x in ctrl[:, 1])
+    # brax's ``observation_size`` runs a reset op by op (seconds); trace it instead.
+    obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs
     spec = EnvSpec(
         env_id=env_id,
         backend="brax",
-        obs_size=int(env.observation_size),
+        obs_size=int(obs.shape[-1]),
         action_size=size,
         discrete=False,
         episode_length=agent_episode_length(limit, action_repeat),

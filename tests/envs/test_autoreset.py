@@ -55,6 +55,7 @@ def test_wrapper_flags_and_spec(cartpole):
     fresh, cached = autoreset(cartpole), autoreset(cartpole, fresh_reset=False)
     assert isinstance(fresh, AutoResetEnv) and fresh.fresh_reset and not cached.fresh_reset
     assert fresh.spec is cartpole.spec and fresh.wrapped is cartpole
+    assert autoreset(cartpole) is fresh  # cached: no retrace under jit
     with pytest.raises(ValueError, match="already"):
         autoreset(fresh)
 
