@@ -32,7 +32,7 @@ the table uses), achieved GFLOP/s and % of the matmul peak; seed scaling of the 
 the seed phase); ``--profile``: a per-HLO-op time breakdown of update and plan (perfetto trace
 of ``jax.profiler``, ops mapped to matmul / PRNG / transcendental / other through the compiled
 HLO); ``--variants``: local variants that quantify the suggestions in
-``docs/PERFORMANCE_tdmpc2.md`` (a one-exp Mish with a custom JVP; no dropout, which bounds
+``docs/PERFORMANCE.md`` (a one-exp Mish with a custom JVP; no dropout, which bounds
 what the dropout masks cost; ``lax.map`` instead of ``vmap`` over the planner's envs).
 
 Shared, loaded machines vary 2x between runs: compare ratios and CPU times, quote the load.

@@ -45,7 +45,7 @@ _RESCALE_INSIDE = frozenset({"humanoid", "humanoidstandup", "inverted_pendulum",
 # Pipeline choice, measured on the 2-core CPU (reset + 200 random steps under jit, one env):
 # 'spring' ran 3-10x faster than 'generalized' and 'mjx' and compiled no slower, but it
 # swaps the physics for a spring approximation; 'mjx' is MuJoCo's own physics (what Gym's
-# MuJoCo tasks run) at 2-4k steps/s (docs/deviations_envs.md, E27).
+# MuJoCo tasks run) at 2-4k steps/s (docs/deviations.md, E27).
 DEFAULT_PIPELINE = "spring"
 _PIPELINE_OVERRIDES: dict[str, str] = {}
 DEFAULT_EPISODE_LENGTH = 1000

@@ -107,7 +107,9 @@ def compose_all(jobs: Sequence[Sequence[str]], *, hydra_node: bool = False) -> l
     return out
 
 
-def compose_spec(overrides: Sequence[str] = (), agents: Mapping[str, AgentEntry] = AGENTS) -> RunSpec:
+def compose_spec(
+    overrides: Sequence[str] = (), agents: Mapping[str, AgentEntry] = AGENTS
+) -> RunSpec:
     """Compose and validate: the RunSpec of ``python -m launcher OVERRIDES``."""
     from omegaconf import OmegaConf
 
@@ -162,8 +164,7 @@ def _check_key(cfg: Any, key: str) -> None:
 
     if key in RUN_CONTROL:
         raise ConfigError(
-            f"{key}: a run-control key, given with a leading '+': +{key}=... "
-            "(e.g. +resume=force)"
+            f"{key}: a run-control key, given with a leading '+': +{key}=... (e.g. +resume=force)"
         )
     parts = key.split(".")
     node = cfg

@@ -41,8 +41,8 @@ def evaluate_run(
     from launcher import build
     from launcher.checkpoint import Checkpointer
     from launcher.config import resolve
-    from launcher.rundir import RunDir
     from launcher.run import SeedProgram, per_seed_rows, seed_keys, to_host
+    from launcher.rundir import RunDir
 
     rd = RunDir(run_dir)
     if not rd.path.is_dir():

@@ -255,7 +255,9 @@ def summary(result: RunResult) -> str:
     if result.wandb_dirs:
         lines.append(f"W&B {spec.logger.mode}:  {', '.join(result.wandb_dirs)}")
         if spec.logger.mode == "offline":
-            lines.append(f"              upload: wandb sync {result.run_dir / 'wandb'}/offline-run-*")
+            lines.append(
+                f"              upload: wandb sync {result.run_dir / 'wandb'}/offline-run-*"
+            )
     for name, rows in (("train", result.final_train), ("eval", result.final_eval)):
         key = f"{name.capitalize()}/episodic mean reward"
         values = [r.get(key) for r in rows]

@@ -47,6 +47,9 @@ class WandbRuns:
         self.runs: list[Any] = []
         if self.mode == "disabled":
             return
+        # Our top-level package is named `agents`, which W&B mistakes for the LLM
+        # library of that name and advertises Weave for; keep the console clean.
+        os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
         import wandb
 
         directory.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ Reproduces ``TDMPC2.update`` / ``update_pi`` / ``_td_target`` of the reference
 
 Randomness enters only through :class:`UpdateNoise` (design §4.2 randomness seams). Jit with
 ``jax.jit(update, static_argnums=(0, 1, 5))`` (``wm``, ``cfg``, ``return_grads``).
-Deviations (``docs/deviations_tdmpc2_update.md``): T1 (random draws from JAX keys), T2 (only
+Deviations (``docs/deviations.md``): T1 (random draws from JAX keys), T2 (only
 the drawn pair of Q members is evaluated), T3 (stale policy-gradient norm carried as a scalar;
 torch-formula clips applied before the optax Adam), T4 (policy-squash numerics).
 """

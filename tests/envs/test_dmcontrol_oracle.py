@@ -7,7 +7,7 @@ functions (``_get_obs`` / ``_get_reward``, private API of playground 0.2.0). Bot
 thus see the same kinematics from their own model files; what is compared is the
 observation layout and the reward. No XLA compile is needed.
 
-Expected, asserted differences (docs/deviations_envs.md E24): walker obs index 14 is the
+Expected, asserted differences (docs/deviations.md E24): walker obs index 14 is the
 torso's uprightness (xmat zz) in Playground and the torso's height in dm_control.
 """
 

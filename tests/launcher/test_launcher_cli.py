@@ -89,7 +89,12 @@ def test_changed_config_into_the_same_run_dir_exits_2(capsys, tmp_path):
     RunDir(run_dir).write_run(old, {})
     before = (run_dir / "run.json").read_text()
     # Hydra leaves logging alone (its handlers would outlive pytest's captured streams)
-    args = [*SMOKE, f"hydra.run.dir={run_dir}", "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    args = [
+        *SMOKE,
+        f"hydra.run.dir={run_dir}",
+        "hydra/job_logging=none",
+        "hydra/hydra_logging=none",
+    ]
     code, _, err = run_main(args, capsys)
     assert code == 2 and err.count("\n") == 1
     assert "holds a run with another config: agent.horizon: 4 -> 3" in err

@@ -19,8 +19,8 @@ from launcher.errors import ConfigError
 from launcher.evaluate import evaluate_run
 from launcher.report import main as report_main
 from launcher.report import plot_run
-from launcher.rundir import read_metrics
 from launcher.run import TIMING_KEYS, run
+from launcher.rundir import read_metrics
 
 
 def launch(run_dir: Path, plot: bool = False, **sections):
@@ -88,7 +88,9 @@ def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
     assert metric_rows(tmp_path / "run", 0) == metric_rows(base.run_dir, 0)
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax, after a failed read
+@pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning"
+)  # orbax, after a failed read
 def test_corrupt_latest_checkpoint_falls_back_with_warning(base, tmp_path, caplog):
     launch(tmp_path / "run", stop_after_chunks=4)  # checkpoints 2 and 4
     state_dir = tmp_path / "run" / "checkpoints" / "4" / "state"

@@ -25,8 +25,8 @@ import pytest
 
 from launcher.checkpoint import fingerprint, to_raw
 from launcher.cli import compose_spec
-from launcher.rundir import read_metrics
 from launcher.run import TIMING_KEYS, run
+from launcher.rundir import read_metrics
 
 ROOT = Path(__file__).parents[2]
 SMOKE = ["protocol=smoke", "logger.progress=false"]
@@ -91,9 +91,7 @@ def test_walker_walk_smoke_runs_and_its_checkpoint_restores(tmp_path):
 
 @pytest.mark.slow
 def test_multirun_smoke_with_the_basic_launcher(tmp_path):
-    proc = launcher(
-        "-m", "env=pendulum,cartpole_balance", *SMOKE, "logger=disabled", cwd=tmp_path
-    )
+    proc = launcher("-m", "env=pendulum,cartpole_balance", *SMOKE, "logger=disabled", cwd=tmp_path)
     dirs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
     names = [s.run_name for s in (compose_spec([f"env={e}", *SMOKE]) for e in ("pendulum",))]
     assert names[0] in dirs and len(dirs) == 2
