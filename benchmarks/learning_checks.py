@@ -48,8 +48,11 @@ def run_check(name: str, seeds: int, eval_every: int) -> dict:
     chunk = agent.ticks_for(eval_every)
     total = agent.ticks_for(spec["steps"])
     history, t0, tick = [], time.perf_counter(), 0
-    print(f"{name}: T={T} gamma={agent.cfg.gamma:.3f} seed_steps={agent.cfg.seed_steps} "
-          f"ticks={total} chunk={chunk} seeds={seeds}", flush=True)
+    print(
+        f"{name}: T={T} gamma={agent.cfg.gamma:.3f} seed_steps={agent.cfg.seed_steps} "
+        f"ticks={total} chunk={chunk} seeds={seeds}",
+        flush=True,
+    )
     while tick < total:
         n = min(chunk, total - tick)
         if n != chunk:  # a shorter last chunk compiles once more; keep it exact
@@ -92,8 +95,10 @@ def main() -> None:
     names = list(CHECKS) if args.check == "all" else [args.check]
     results = [run_check(n, args.seeds, args.eval_every) for n in names]
     for r in results:
-        print(f"{r['check']}: final eval {r['final_eval_return']} "
-              f"(> {r['threshold']}: {'PASS' if r['passed'] else 'FAIL'}) in {r['wall_s']:.0f} s")
+        print(
+            f"{r['check']}: final eval {r['final_eval_return']} "
+            f"(> {r['threshold']}: {'PASS' if r['passed'] else 'FAIL'}) in {r['wall_s']:.0f} s"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
