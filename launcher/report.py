@@ -65,9 +65,11 @@ def plot_run(run_dir: Path | str, out: Path | str | None = None) -> Path:
     axes = fig.subplots(1, len(PANELS))
     for ax, (kind, key, title) in zip(axes, PANELS, strict=True):
         per_seed = curves[kind]
+        single = len(per_seed) == 1
         for seed, points in sorted(per_seed.items()):
             xs, ys = zip(*points, strict=True) if points else ((), ())
-            ax.plot(xs, ys, lw=0.8, alpha=0.5, label=f"seed {seed}")
+            style = {"lw": 2.0, "marker": "o", "ms": 3} if single else {"lw": 0.8, "alpha": 0.5}
+            ax.plot(xs, ys, label=f"seed {seed}", **style)
         mean = mean_curve(per_seed)
         if len(per_seed) > 1 and mean:
             xs, ys = zip(*mean, strict=True)

@@ -347,7 +347,11 @@ def run(
         ckpt.close()
         raise
 
-    wb = WandbRuns(spec.logger, spec.run_name, seeds, wandb_ids, spec.config, rd.path)
+    try:
+        wb = WandbRuns(spec.logger, spec.run_name, seeds, wandb_ids, spec.config, rd.path)
+    except BaseException:
+        ckpt.close()
+        raise
     bar = Progress(p.n_timesteps, steps_done, spec.logger.progress, spec.run_name)
     evaluating = p.eval_frequency > 0
     final_train: list[dict[str, Any]] = []

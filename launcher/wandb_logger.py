@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config import LoggerSpec
+from launcher.errors import ConfigError
 
 
 class WandbRuns:
@@ -55,20 +56,28 @@ class WandbRuns:
         directory.mkdir(parents=True, exist_ok=True)
         settings = wandb.Settings(silent=True, console="off", disable_git=True, save_code=False)
         for seed in self.seeds:
-            run = wandb.init(
-                project=logger.project,
-                entity=logger.entity,
-                group=logger.group or run_name,
-                name=f"{run_name}-seed{seed}",
-                id=ids[seed],
-                tags=list(logger.tags),
-                config={**config, "seed": seed},
-                dir=str(directory),
-                mode=self.mode,
-                resume="allow",
-                reinit="create_new",
-                settings=settings,
-            )
+            try:
+                run = wandb.init(
+                    project=logger.project,
+                    entity=logger.entity,
+                    group=logger.group or run_name,
+                    name=f"{run_name}-seed{seed}",
+                    id=ids[seed],
+                    tags=list(logger.tags),
+                    config={**config, "seed": seed},
+                    dir=str(directory),
+                    mode=self.mode,
+                    resume="allow",
+                    reinit="create_new",
+                    settings=settings,
+                )
+            except Exception as err:  # noqa: BLE001 - login, network, permissions
+                self.finish()
+                first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                raise ConfigError(
+                    f"logger.mode={self.mode}: W&B could not start ({type(err).__name__}: "
+                    f"{first}); run `wandb login` for online mode, or use logger=offline"
+                ) from None
             run.define_metric("timestep")
             run.define_metric("*", step_metric="timestep")
             self.runs.append(run)

@@ -261,10 +261,10 @@ def test_chained_outputs(chain):
         assert int(post.step) == int(d[p + "optim_step"])
 
 
+@pytest.mark.parametrize("chain", [PLAIN], indirect=True)
 def test_chained_intermediates_and_gradients(chain):
-    """Reference-init fixture: every forward intermediate and pre-clip gradient, chained."""
-    if chain["name"] != PLAIN:
-        pytest.skip("perturbed fixture: intermediates are compared stage by stage")
+    """Reference-init fixture: every forward intermediate and pre-clip gradient, chained.
+    (The perturbed fixture's intermediates are compared stage by stage, below.)"""
     d, wm = chain["d"], chain["wm"]
     for k, s in enumerate(chain["steps"]):
         p, fwd = f"u{k}/fwd/", s["fwd"]
@@ -385,11 +385,10 @@ def test_teacher_forced_stages(name):
         close(np.sqrt(float(global_norm_sq(g_pi))), d[p + "clip_pi/total_norm"], f"{p}clip_pi")
 
 
+@pytest.mark.parametrize("chain", [PERTURBED], indirect=True)
 def test_fixture_exercises_the_clips(chain):
     """The perturbed chain is the one where both clips bind and the scale leaves its floor;
     our chained run reproduces that (README)."""
-    if chain["name"] != PERTURBED:
-        pytest.skip("the reference-init chain binds no clip")
     d, s = chain["d"], chain["steps"]
     assert float(d["u0/clip_pi/coef"]) < 1.0 and float(d["u1/clip_wm/coef"]) < 1.0
     assert float(d["u1/clip_wm/norm_world_model_only"]) < 20.0
