@@ -240,3 +240,15 @@ def test_evaluate_latest_checkpoint(base, tmp_path):
     np.testing.assert_allclose(np.mean(out["returns"], axis=1), params, atol=3.0)
     with pytest.raises(ConfigError, match="no such run directory"):
         evaluate_run(tmp_path / "missing", agents=FAKE_AGENTS, make_env=make_fake_env)
+
+
+def test_progress_bar_shows_steps_rate_returns_and_eta(capsys):
+    from launcher.run import Progress
+
+    bar = Progress(total=100, initial=20, enabled=True, name="demo")
+    bar.train, bar.eval = -123.4, -98.7
+    bar.update(30, 456.0)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "demo" in err and "50/100" in err and "456 steps/s" in err
+    assert "train -123.4" in err and "eval -98.7" in err and "<" in err  # elapsed<ETA

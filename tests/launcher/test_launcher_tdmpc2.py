@@ -32,7 +32,9 @@ ROOT = Path(__file__).parents[2]
 SMOKE = ["protocol=smoke", "logger.progress=false"]
 
 
-def launcher(*args: str, cwd: Path, timeout: int = 1200) -> subprocess.CompletedProcess:
+def launcher(
+    *args: str, cwd: Path, timeout: int = 1200, **extra: str
+) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -41,6 +43,7 @@ def launcher(*args: str, cwd: Path, timeout: int = 1200) -> subprocess.Completed
         "JAX_DEFAULT_MATMUL_PRECISION": str(jax.config.jax_default_matmul_precision or ""),
         "WANDB_SILENT": "true",
         "MUJOCO_GL": "disable",
+        **extra,
     }
     env = {k: v for k, v in env.items() if v != ""}
     proc = subprocess.run(
@@ -136,3 +139,24 @@ def test_tdmpc2_counters_compiles_and_capacity(pendulum_runs):
     # replay sized from the run's 40 steps (2 rounds of T=20 + staging), not 1M
     assert stored["memory_bytes_per_seed"]["replay"] < 10_000
     assert checkpoint_meta(full.run_dir)["n_timesteps"] == 40
+
+
+def test_tdmpc2_seeds_sharded_over_4_cpu_devices_match_unsharded(pendulum_runs, tmp_path):
+    """Each device runs one seed: seed 0 of the sharded 4-seed run is bit-identical to the
+    unsharded 1-seed run. (An unsharded 4-seed batch is another XLA program, equal to
+    it within float32 rounding, not bit for bit.)"""
+    full, _, _ = pendulum_runs
+    run_dir = tmp_path / "sharded"
+    launcher(
+        "env=pendulum",
+        *SMOKE,
+        "logger=disabled",
+        "protocol.seeds=[0,1,2,3]",
+        f"hydra.run.dir={run_dir}",
+        cwd=tmp_path,
+        XLA_FLAGS="--xla_force_host_platform_device_count=4",
+    )
+    assert json.loads((run_dir / "run.json").read_text())["n_devices"] == 4
+    assert rows(run_dir, 0) == rows(full.run_dir, 0)
+    finals = [rows(run_dir, s)[-1]["Eval/episodic mean reward"] for s in range(4)]
+    assert np.isfinite(finals).all() and len(set(finals)) == 4
