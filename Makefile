@@ -8,7 +8,7 @@ export MUJOCO_GL ?= disable
 
 .PHONY: install run test lint format bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e '.[test]'
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python -m envs.demo
+	$(BIN)/python -m launcher agent=tdmpc2 env=pendulum protocol=quick
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --durations=15

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.agents import AGENTS, AgentEntry
+from launcher.build import precheck_env
 from launcher.config import RunSpec, config_hash, resolve
 from launcher.errors import ConfigError
 
@@ -213,8 +214,6 @@ def check_overrides(
     from omegaconf import OmegaConf
 
     specs = [resolve(OmegaConf.to_container(c, resolve=True), agents) for c in compose_all(jobs)]
-    from launcher.build import precheck_env
-
     for spec in specs:
         precheck_env(spec, agents)
     return specs

@@ -289,8 +289,10 @@ def run(
       plot: write ``plots/learning_curves.png`` at the end.
 
     Raises:
-      ConfigError: an env the agent cannot run, a run dir holding another config, a
-        callback that cannot be imported; raised before anything is written.
+      ConfigError: before anything is written: an env the agent cannot run, a run dir
+        holding another config, a callback that cannot be imported, no readable
+        checkpoint in a run dir that has some; during the run: terminations reported
+        by the agent's metrics check (the checkpoints saved so far are kept).
     """
     entry = agents[spec.agent_name]
     env = build.make_env(spec, make_env)
@@ -317,8 +319,8 @@ def run(
             return target
         return program.abstract(init_keys, build.make_agent(spec, env, n_old, agents))
 
-    restored = ckpt.restore_latest(abstract_for)
     try:
+        restored = ckpt.restore_latest(abstract_for)
         if restored is not None:
             state, meta = restored
             if int(meta.get("n_timesteps", p.n_timesteps)) != p.n_timesteps:

@@ -105,6 +105,18 @@ def test_corrupt_latest_checkpoint_falls_back_with_warning(base, tmp_path, caplo
     assert_same_run(base, resumed)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_no_readable_checkpoint_stops_and_moves_nothing(base, tmp_path):
+    shutil.copytree(base.run_dir, tmp_path / "run")
+    for f in (tmp_path / "run" / "checkpoints").rglob("*"):
+        if f.is_file() and f.parent.name == "d":
+            f.write_bytes(b"\0" * 7)
+    with pytest.raises(ConfigError, match="no checkpoint in .* can be restored"):
+        launch(tmp_path / "run")
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["4", "6"]
+    assert not (tmp_path / "run" / "corrupt_checkpoints").exists()
+
+
 def test_silently_altered_checkpoint_is_caught_by_the_fingerprint(tmp_path, caplog):
     launch(tmp_path / "run", stop_after_chunks=4)
     meta_file = tmp_path / "run" / "checkpoints" / "4" / "meta" / "metadata"
