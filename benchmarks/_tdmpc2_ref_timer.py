@@ -26,12 +26,11 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
+from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "agents" / "tdmpc2" / "parity"))
@@ -51,23 +50,6 @@ class RandomBuffer:
         action = torch.rand((h, b, a), generator=self.g) * 2 - 1
         reward = torch.randn((h, b, 1), generator=self.g)
         return obs, action, reward, None
-
-
-def timed(fn, warmup: int, repeats: int) -> dict:
-    for _ in range(warmup):
-        fn()
-    wall, cpu = [], []
-    for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - w)
-        cpu.append(time.process_time() - c)
-    return {
-        "wall_median_s": statistics.median(wall),
-        "cpu_median_s": statistics.median(cpu),
-        "wall_s": wall,
-        "cpu_s": cpu,
-    }
 
 
 def main() -> None:

@@ -51,7 +51,6 @@ import pathlib
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 
 from agents.tdmpc2.buffer import Batch
 from agents.tdmpc2.config import TDMPC2Config
@@ -109,24 +109,6 @@ def uptime() -> str:
 
 
 # ------------------------------------------------------------------------------ timing
-def timed(call, warmup: int, repeats: int) -> dict:
-    """``call()`` must block; returns wall / process-CPU medians and samples (seconds)."""
-    for _ in range(warmup):
-        call()
-    wall, cpu = [], []
-    for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        call()
-        wall.append(time.perf_counter() - w)
-        cpu.append(time.process_time() - c)
-    return {
-        "wall_median_s": statistics.median(wall),
-        "cpu_median_s": statistics.median(cpu),
-        "wall_s": wall,
-        "cpu_s": cpu,
-    }
-
-
 def compile_timed(fn, *args) -> tuple[object, float, float | None]:
     """``(compiled, lower+compile seconds, XLA cost-analysis flops)``."""
     t = time.perf_counter()
