@@ -255,3 +255,31 @@ def test_dynamic_held_env_state_bit_identical():
             checked += 1
         state = nxt
     assert checked >= 5
+
+
+def test_static_gymnax_pendulum_episode_layout():
+    """Static mode on gymnax: T + 1 rows per episode, the time limit on schedule, no
+    off-schedule dones, bounded actions mapped inside the env (Pendulum [-2, 2])."""
+    env = envs.make("pendulum")
+    T = env.spec.episode_length
+    col = RowCollector(env, 3, "static")
+    state, rows, stats = run(col, 2 * (T + 1))
+    phase = np.arange(2 * (T + 1)) % (T + 1)
+    np.testing.assert_array_equal(rows.is_first[:, 0], phase == 0)
+    np.testing.assert_array_equal(rows.is_last[:, 0], phase == T)
+    assert int(state.n_offschedule_dones) == 0 and not rows.is_terminal.any()
+    assert stats.done.sum() == 2 * 3 and (stats.lengths[stats.done] == T).all()
+    assert (rows.reward[~rows.is_first] < 0).all()  # Pendulum's cost is always negative
+
+
+@pytest.mark.slow
+def test_dynamic_playground_time_limit_resets():
+    """Dynamic mode on Playground: episodes end by the time limit only (never terminal),
+    each followed by a fresh reset row."""
+    env = envs.make("cartpole_balance", episode_length=6)
+    col = RowCollector(env, 2, "dynamic")
+    _, rows, _ = run(col, 3 * 7)
+    np.testing.assert_array_equal(rows.is_last[:, 0], np.arange(21) % 7 == 6)
+    assert not rows.is_terminal.any()
+    firsts = rows.obs[rows.is_first].reshape(-1, env.spec.obs_size)
+    assert len({tuple(np.round(o, 6)) for o in firsts}) == firsts.shape[0]
