@@ -26,6 +26,7 @@ What it provides, all applied at run time without editing the reference files:
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import inspect
@@ -575,3 +576,14 @@ def save_npz(path, arrays: dict):
                 a = arrays[k] if arrays[k].flags.c_contiguous else arrays[k].copy()
                 np.lib.format.write_array(f, a, allow_pickle=False)
     return path
+
+
+def generator_setup(doc: str, argv=None):
+    """The generators' shared command line (``--ref``, ``--out``): parse it, configure torch
+    and import the reference. Returns ``(args, ref)``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--ref", required=True, help="extract of nicklashansen/tdmpc2 @ 5f6fade")
+    ap.add_argument("--out", required=True, help="fixture folder")
+    args = ap.parse_args(argv)
+    configure_torch()
+    return args, load_reference(args.ref)

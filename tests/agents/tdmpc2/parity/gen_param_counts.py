@@ -14,7 +14,6 @@ of the parity fixtures. ``WorldModel(cfg)`` is built directly on CPU (no CUDA in
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -58,13 +57,7 @@ def count(ref, cfg):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", required=True, help="extract of nicklashansen/tdmpc2 @ 5f6fade")
-    ap.add_argument("--out", required=True, help="fixture folder")
-    args = ap.parse_args(argv)
-
-    H.configure_torch()
-    ref = H.load_reference(args.ref)
+    args, ref = H.generator_setup(__doc__, argv)
     out = {
         "reference": {
             "repo": "nicklashansen/tdmpc2",

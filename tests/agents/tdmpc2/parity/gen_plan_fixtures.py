@@ -32,7 +32,6 @@ bit.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
@@ -258,13 +257,7 @@ def decision_arrays(cfg, rec, with_candidates):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", required=True, help="extract of nicklashansen/tdmpc2 @ 5f6fade")
-    ap.add_argument("--out", required=True, help="fixture folder")
-    args = ap.parse_args(argv)
-
-    H.configure_torch()
-    ref = H.load_reference(args.ref)
+    args, ref = H.generator_setup(__doc__, argv)
     recorder = H.DrawRecorder()
     arr = {}
     arr.update(H.provenance_meta())

@@ -45,7 +45,6 @@ What it does:
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
@@ -317,13 +316,7 @@ def chain_arrays(init, batches, records):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", required=True, help="extract of nicklashansen/tdmpc2 @ 5f6fade")
-    ap.add_argument("--out", required=True, help="fixture folder")
-    args = ap.parse_args(argv)
-
-    H.configure_torch()
-    ref = H.load_reference(args.ref)
+    args, ref = H.generator_setup(__doc__, argv)
     cfg = H.make_cfg(
         ref, obs_dim=OBS_DIM, action_dim=ACTION_DIM, episode_length=EPISODE_LENGTH, **TINY
     )
