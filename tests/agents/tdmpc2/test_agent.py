@@ -113,3 +113,27 @@ def test_config_derivations():
     assert agent.cfg.seed_steps == 1000
     with pytest.raises(ValueError, match="model_size"):
         TDMPC2Config(model_size=3)
+
+
+@pytest.mark.parametrize("eval_mode", [False, True])
+def test_policy_plans_each_env_with_its_own_key(run, eval_mode):
+    """The collector's batched policy == one ``plan`` per env on ``split(key, n)[i]``,
+    whether the envs are looped (CPU) or vmapped (accelerators)."""
+    from agents.tdmpc2.planner import draw_plan_noise, plan
+
+    agent, _, _, _, (s_b, _) = run
+    cfg, A, n = agent.cfg, agent.env.spec.action_size, 3
+    params = s_b.train.params
+    obs = jax.random.normal(jax.random.key(2), (n, agent.env.spec.obs_size))
+    prev = jax.random.uniform(jax.random.key(3), (n, cfg.horizon, A), minval=-1, maxval=1)
+    is_first = jnp.asarray([True, False, False])
+    key = jax.random.key(4)
+    action, mean, _ = jax.jit(agent.policy_fn(params, eval_mode))(prev, obs, is_first, key)
+    for i, k in enumerate(jax.random.split(key, n)):
+        nz = draw_plan_noise(k, cfg, A)
+        a_i, m_i = jax.jit(
+            lambda o, m, t0, nz: plan(agent.wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode)[:2]
+        )(obs[i], prev[i], is_first[i], nz)
+        np.testing.assert_allclose(np.asarray(action[i]), np.asarray(a_i), atol=1e-6)
+        np.testing.assert_allclose(np.asarray(mean[i]), np.asarray(m_i), atol=1e-6)
+    assert not np.allclose(np.asarray(action[1]), np.asarray(action[2]))

@@ -28,13 +28,14 @@ with |value|: on the reference's candidates, the reference's own float32 values 
 float64 evaluation of the same network by up to 3.5e-6 x max|V| (about 1e-4 at |V| ~ 40) and
 ours by up to 2.8e-6 x max|V| (measured on both sections), hence ``ATOL + 7e-6 x max|V|`` per
 iteration when teacher-forced. When chained, that value noise moves the scores and thus our
-means and stds by up to 6e-6, the next candidates ``mean + std eps`` by ~1e-5, and the values
+means and stds by up to 1.2e-5, the next candidates ``mean + std eps`` by ~1e-5, and the values
 of later iterations by up to 1.0e-5 x max|V| (4.8e-4 at |V| ~ 47 in ``defaults``, d0
 iteration 1, an implied |dV/da| ~ 50 on these perturbed heads): chained tolerance
-``ATOL + 2e-5 x max|V|``. Elite indices are compared exactly except inside groups of
-candidates whose reference values lie within twice the measured value error of the iteration
-(exact ties: T42), and scores (a softmax of the elite values) to ``ATOL`` plus a relative
-``2 x temperature x`` that measured error.
+``ATOL + 2e-5 x max|V|``. The chained means and stds are score-weighted averages of actions
+in [-1, 1], so they get the scores' bound ``ATOL + 2 x temperature x`` the elite value error.
+Elite indices are compared exactly except inside groups of candidates whose reference values
+lie within twice the measured value error of the iteration (exact ties: T42), and scores (a
+softmax of the elite values) to ``ATOL`` plus a relative ``2 x temperature x`` that error.
 """
 
 from __future__ import annotations
@@ -245,8 +246,11 @@ def test_chained_decisions_match_reference(fx, section):
             dv = float(np.abs(values[ref_idx] - ref_values[ref_idx]).max())
             ref_score = fx[p + "iter/score"][i, :, 0]
             errs.close("scores", info["scores"][i], ref_score, ATOL, 2 * cfg.temperature * dv)
-            errs.close("means", info["means"][i], fx[p + "iter/mean"][i])
-            errs.close("stds", info["stds"][i], fx[p + "iter/std"][i])
+            # mean and std are score-weighted averages of actions in [-1, 1]: their error
+            # is bounded by the scores' (relative, summing to 1) error above
+            mix_tol = ATOL + 2 * cfg.temperature * dv
+            errs.close("means", info["means"][i], fx[p + "iter/mean"][i], mix_tol)
+            errs.close("stds", info["stds"][i], fx[p + "iter/std"][i], mix_tol)
         # the final elite draw: the recorded uniform is far from every CDF step (T41)
         assert float(fx[p + "select/cdf_margin"]) > 1e-6
         assert int(info["elite_choice"]) == int(fx[p + "draw/elite_index"])
