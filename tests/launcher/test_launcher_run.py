@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -223,6 +224,9 @@ def test_wandb_offline_one_run_per_seed_resumed_with_the_same_ids(tmp_path, monk
     ids = json.loads((run_dir / "wandb_ids.json").read_text())
     assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 2
     assert len(first.wandb_dirs) == 2
+    # W&B names offline dirs offline-run-<YYYYmmdd_HHMMSS>-<id>: two launches within one
+    # second (a warm compile cache) would share the dir and hide the second launch
+    time.sleep(1.1)
     launch(run_dir, **sections)
     assert json.loads((run_dir / "wandb_ids.json").read_text()) == ids
     offline = sorted((run_dir / "wandb").glob("offline-run-*"))
