@@ -91,7 +91,7 @@ def mish(x: jax.Array) -> jax.Array:
     Computed with one ``exp`` (see :func:`_mish_parts`) and a hand-written derivative
     ``n / w + 4 x e (1 + e) / w^2`` that reuses it. Agrees with the textbook form to
     float32 rounding (tests/agents/common/test_blocks.py); it is the profile's Mish cost
-    (docs/PERFORMANCE.md) that this form removes.
+    (docs/PERFORMANCE.md) that this form removes. Deviation T43 (docs/deviations.md).
     """
     _, n, w = _mish_parts(x)
     return jnp.where(x > _MISH_LINEAR_ABOVE, x, x * (n / w))
