@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from agents.tdmpc2.agent import TDMPC2, check_no_terminations
+from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
 
 CHECKS = {
@@ -62,7 +62,7 @@ def run_check(name: str, seeds: list[int], chunk_steps: int, eval_every: int) ->
         # a shorter last chunk is a new shape: jit retraces it once
         state, metrics = train(state, jnp.arange(tick, tick + n))
         tick += n
-        check_no_terminations(metrics)
+        agent.check(metrics)
         steps = int(np.asarray(metrics["timestep"])[0])
         row = {
             "agent_steps": steps,

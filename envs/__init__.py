@@ -3,25 +3,36 @@
     env = envs.make("walker_walk", action_repeat=2)     # Env(spec, reset, step)
     state = env.reset(key)                                # EnvState
     state = env.step(state, action)                       # action in agent units
+    envs.facts("walker_walk", action_repeat=2)            # EnvFacts; builds nothing
 
-See :mod:`envs.core` for the interface, :mod:`envs.registry` for the ids,
-:mod:`envs.autoreset` for the fresh auto-reset (design §5.2) and :mod:`envs.bounds`
-for the action mapping (design §5.1).
+Bad arguments raise the typed errors of :mod:`envs.errors` (ValueErrors with a
+``field``). See :mod:`envs.core` for the interface, :mod:`envs.registry` for the ids,
+:mod:`envs.facts` for the static facts, :mod:`envs.autoreset` for the fresh auto-reset
+(design §5.2) and :mod:`envs.bounds` for the action mapping (design §5.1).
 """
 
 from envs.autoreset import AutoResetEnv, autoreset, get_final_obs
 from envs.bounds import to_agent_action, to_env_action
-from envs.core import Env, EnvSpec, EnvState, agent_episode_length, initial_state
+from envs.core import Env, EnvSpec, EnvState, StaticFacts, agent_episode_length, initial_state
+from envs.errors import ActionRepeatError, EnvError, EpisodeLengthError, UnknownEnvError
+from envs.facts import EnvFacts, facts
 from envs.registry import backend_of, list_envs, make, register, spec_of
 
 __all__ = [
+    "ActionRepeatError",
     "AutoResetEnv",
     "Env",
+    "EnvError",
+    "EnvFacts",
     "EnvSpec",
     "EnvState",
+    "EpisodeLengthError",
+    "StaticFacts",
+    "UnknownEnvError",
     "agent_episode_length",
     "autoreset",
     "backend_of",
+    "facts",
     "get_final_obs",
     "initial_state",
     "list_envs",

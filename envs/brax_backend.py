@@ -22,22 +22,29 @@ from __future__ import annotations
 
 import jax
 
-from envs.core import Env, EnvSpec, agent_episode_length
+from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length
 from envs.wrappers import build_env
 
-# registry id -> can_terminate
-BRAX_ENVS: dict[str, bool] = {
-    "ant": True,
-    "halfcheetah": False,
-    "hopper": True,
-    "humanoid": True,
-    "humanoidstandup": False,
-    "inverted_pendulum": True,
-    "inverted_double_pendulum": True,
-    "pusher": False,
-    "reacher": False,
-    "walker2d": True,
+DEFAULT_EPISODE_LENGTH = 1000
+
+# registry id -> static facts, read off each env built with brax 0.14.2 (sizes are the
+# same on every pipeline); can_terminate is ours: brax's done is a true termination.
+BRAX_FACTS: dict[str, StaticFacts] = {
+    # StaticFacts(obs_size, action_size, discrete, can_terminate, default_episode_length)
+    "ant": StaticFacts(27, 8, False, True, DEFAULT_EPISODE_LENGTH),
+    "halfcheetah": StaticFacts(17, 6, False, False, DEFAULT_EPISODE_LENGTH),
+    "hopper": StaticFacts(11, 3, False, True, DEFAULT_EPISODE_LENGTH),
+    "humanoid": StaticFacts(244, 17, False, True, DEFAULT_EPISODE_LENGTH),
+    "humanoidstandup": StaticFacts(244, 17, False, False, DEFAULT_EPISODE_LENGTH),
+    "inverted_pendulum": StaticFacts(4, 1, False, True, DEFAULT_EPISODE_LENGTH),
+    "inverted_double_pendulum": StaticFacts(8, 1, False, True, DEFAULT_EPISODE_LENGTH),
+    "pusher": StaticFacts(23, 7, False, False, DEFAULT_EPISODE_LENGTH),
+    "reacher": StaticFacts(11, 2, False, False, DEFAULT_EPISODE_LENGTH),
+    "walker2d": StaticFacts(17, 6, False, True, DEFAULT_EPISODE_LENGTH),
 }
+
+# registry id -> can_terminate (a view of BRAX_FACTS)
+BRAX_ENVS: dict[str, bool] = {i: f.can_terminate for i, f in BRAX_FACTS.items()}
 
 # Envs whose step maps a [-1, 1] action to the actuators' ctrlrange itself.
 _RESCALE_INSIDE = frozenset({"humanoid", "humanoidstandup", "inverted_pendulum", "pusher"})
@@ -48,7 +55,6 @@ _RESCALE_INSIDE = frozenset({"humanoid", "humanoidstandup", "inverted_pendulum",
 # MuJoCo tasks run) at 2-4k steps/s (docs/deviations.md, E27).
 DEFAULT_PIPELINE = "spring"
 _PIPELINE_OVERRIDES: dict[str, str] = {}
-DEFAULT_EPISODE_LENGTH = 1000
 
 
 def pipeline_for(env_id: str) -> str:
@@ -69,12 +75,17 @@ def build(
       action_repeat: env steps per agent step (rewards summed).
       episode_length: time limit in env steps; None = 1000.
       pipeline: brax physics pipeline; None = :func:`pipeline_for`.
+
+    Raises:
+      ActionRepeatError: ``action_repeat`` is not an int >= 1.
+      EpisodeLengthError: the time limit is not an int >= 1 or not divisible by the repeat.
     """
+    limit = DEFAULT_EPISODE_LENGTH if episode_length is None else episode_length
+    agent_limit = agent_episode_length(limit, action_repeat, env_id)
     from brax import envs as brax_envs
 
     pipeline = pipeline or pipeline_for(env_id)
     env = brax_envs.get_environment(env_id, backend=pipeline)
-    limit = DEFAULT_EPISODE_LENGTH if episode_length is None else int(episode_length)
     size = int(env.action_size)
     if env_id in _RESCALE_INSIDE:
         low, high = (-1.0,) * size, (1.0,) * size
@@ -90,11 +101,11 @@ def build(
         obs_size=int(obs.shape[-1]),
         action_size=size,
         discrete=False,
-        episode_length=agent_episode_length(limit, action_repeat),
+        episode_length=agent_limit,
         action_repeat=action_repeat,
         action_low=low,
         action_high=high,
-        can_terminate=BRAX_ENVS[env_id],
+        can_terminate=BRAX_FACTS[env_id].can_terminate,
     )
 
     def raw_reset(key):

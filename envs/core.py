@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+from envs.errors import ActionRepeatError, EpisodeLengthError, is_positive_int
 
 BACKENDS = ("gymnax", "brax", "playground", "probe")
 
@@ -56,6 +58,26 @@ class EnvSpec:
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
     can_terminate: bool = False
+
+
+class StaticFacts(NamedTuple):
+    """The facts of a registered env that hold for every build, known without building it.
+
+    Each backend module keeps a table of these (measured by building each env once;
+    the registry smoke test checks them against every built spec), so
+    :func:`envs.facts` imports no simulator.
+
+    Attributes:
+      obs_size, action_size, discrete, can_terminate: as in :class:`EnvSpec`.
+      default_episode_length: the time limit in *backend* steps when ``make`` is given
+        ``episode_length=None``.
+    """
+
+    obs_size: int
+    action_size: int
+    discrete: bool
+    can_terminate: bool
+    default_episode_length: int
 
 
 @struct.dataclass
@@ -112,16 +134,48 @@ def initial_state(inner: Any, obs: jax.Array, key: jax.Array) -> EnvState:
     )
 
 
-def agent_episode_length(backend_episode_length: int, action_repeat: int) -> int:
+def check_action_repeat(
+    action_repeat: object,
+    env_id: str | None = None,
+    supported: tuple[int, ...] | None = None,
+    backend: str | None = None,
+) -> None:
+    """Hold that ``action_repeat`` is an int >= 1 and, if ``supported`` is given, in it.
+
+    Raises:
+      ActionRepeatError: otherwise (``supported`` and ``backend`` name the limit).
+    """
+    if not is_positive_int(action_repeat):
+        raise ActionRepeatError(env_id, action_repeat, None, backend)
+    if supported is not None and action_repeat not in supported:
+        raise ActionRepeatError(env_id, action_repeat, supported, backend)
+
+
+def check_episode_length(episode_length: object, env_id: str | None = None) -> None:
+    """Hold that ``episode_length`` is None (the backend's default) or an int >= 1.
+
+    Raises:
+      EpisodeLengthError: otherwise.
+    """
+    if episode_length is not None and not is_positive_int(episode_length):
+        raise EpisodeLengthError(env_id, episode_length, 1)
+
+
+def agent_episode_length(
+    backend_episode_length: int, action_repeat: int, env_id: str | None = None
+) -> int:
     """T in agent steps from the backend's time limit in backend steps (design §2).
 
-    Raises ValueError when the limit is not a multiple of the repeat.
+    Args:
+      backend_episode_length: the time limit in backend steps (an int >= 1).
+      action_repeat: backend steps per agent step (an int >= 1).
+      env_id: named in the errors, if given.
+
+    Raises:
+      ActionRepeatError: ``action_repeat`` is not an int >= 1.
+      EpisodeLengthError: the limit is not an int >= 1, or not a multiple of the repeat.
     """
-    if action_repeat < 1:
-        raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
-    if backend_episode_length % action_repeat:
-        raise ValueError(
-            f"episode length {backend_episode_length} (backend steps) is not divisible by "
-            f"action_repeat={action_repeat}; choose a repeat that divides it"
-        )
+    check_action_repeat(action_repeat, env_id)
+    if not is_positive_int(backend_episode_length) or backend_episode_length % action_repeat:
+        raise EpisodeLengthError(env_id, backend_episode_length, action_repeat)
     return backend_episode_length // action_repeat

@@ -6,22 +6,37 @@ agent steps; gymnax's own ``max_steps_in_episode`` is set to the same value) and
 ``terminated`` is the env's true termination only. gymnax steps take a key: it is split
 from ``EnvState.key`` by :func:`envs.wrappers.build_env`.
 
-``action_repeat > 1`` raises ValueError: no paper uses it on these tasks (design §5.1).
+``action_repeat > 1`` raises :class:`envs.errors.ActionRepeatError`: no paper uses it on
+these tasks (design §5.1).
 """
 
 from __future__ import annotations
 
-from envs.core import Env, EnvSpec, agent_episode_length
+from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length, check_action_repeat
 from envs.wrappers import build_env
 
-# registry id -> (gymnax name, can_terminate)
-GYMNAX_ENVS: dict[str, tuple[str, bool]] = {
-    "pendulum": ("Pendulum-v1", False),
-    "cartpole": ("CartPole-v1", True),
-    "mountain_car_continuous": ("MountainCarContinuous-v0", True),
-    "acrobot": ("Acrobot-v1", True),
-    "mountain_car": ("MountainCar-v0", True),
+# registry id -> gymnax name
+GYMNAX_ENVS: dict[str, str] = {
+    "pendulum": "Pendulum-v1",
+    "cartpole": "CartPole-v1",
+    "mountain_car_continuous": "MountainCarContinuous-v0",
+    "acrobot": "Acrobot-v1",
+    "mountain_car": "MountainCar-v0",
 }
+
+# registry id -> static facts, read off each env built with gymnax 1.0.1 (the default
+# time limit is gymnax's max_steps_in_episode); can_terminate is ours: true terminations.
+GYMNAX_FACTS: dict[str, StaticFacts] = {
+    # StaticFacts(obs_size, action_size, discrete, can_terminate, default_episode_length)
+    "pendulum": StaticFacts(3, 1, False, False, 200),
+    "cartpole": StaticFacts(4, 2, True, True, 500),
+    "mountain_car_continuous": StaticFacts(2, 1, False, True, 999),
+    "acrobot": StaticFacts(6, 3, True, True, 500),
+    "mountain_car": StaticFacts(2, 3, True, True, 200),
+}
+
+# The only action repeats gymnax envs take (design §5.1: no paper uses a repeat on them).
+GYMNAX_ACTION_REPEATS = (1,)
 
 
 def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
@@ -29,21 +44,22 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
 
     Args:
       env_id: registry id.
-      action_repeat: must be 1 (design §5.1).
+      action_repeat: must be 1 (:data:`GYMNAX_ACTION_REPEATS`).
       episode_length: time limit in env steps; None = gymnax's ``max_steps_in_episode``
         (Pendulum-v1 200, CartPole-v1 500, MountainCarContinuous-v0 999, ...).
+
+    Raises:
+      ActionRepeatError: ``action_repeat`` is not 1.
+      EpisodeLengthError: ``episode_length`` is not an int >= 1.
     """
-    if action_repeat != 1:
-        raise ValueError(
-            f"{env_id}: gymnax envs support only action_repeat=1 (design §5.1: no paper uses "
-            f"a repeat on them), got action_repeat={action_repeat}"
-        )
+    check_action_repeat(action_repeat, env_id, GYMNAX_ACTION_REPEATS, "gymnax")
     import gymnax
     from gymnax.environments import spaces
 
-    name, can_terminate = GYMNAX_ENVS[env_id]
+    name, can_terminate = GYMNAX_ENVS[env_id], GYMNAX_FACTS[env_id].can_terminate
     env, params = gymnax.make(name)
-    limit = int(params.max_steps_in_episode) if episode_length is None else int(episode_length)
+    limit = int(params.max_steps_in_episode) if episode_length is None else episode_length
+    agent_limit = agent_episode_length(limit, action_repeat, env_id)
     params = params.replace(max_steps_in_episode=limit)
     space = env.action_space(params)
     obs_shape = env.observation_space(params).shape
@@ -68,7 +84,7 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         obs_size=obs_size,
         action_size=action_size,
         discrete=discrete,
-        episode_length=agent_episode_length(limit, action_repeat),
+        episode_length=agent_limit,
         action_repeat=action_repeat,
         action_low=low,
         action_high=high,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 
-from envs.core import Env, EnvSpec, agent_episode_length
+from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length
 from envs.wrappers import build_env
 
 # registry id -> playground dm_control_suite name
@@ -51,6 +51,42 @@ PLAYGROUND_ENVS: dict[str, str] = {
     "walker_run": "WalkerRun",
     "walker_stand": "WalkerStand",
     "walker_walk": "WalkerWalk",
+}
+
+
+def _dmc(obs_size: int, action_size: int) -> StaticFacts:
+    """A DMC task's row: continuous, never terminating (E23), 1000 control steps."""
+    return StaticFacts(obs_size, action_size, False, False, 1000)
+
+
+# registry id -> static facts (obs_size, action_size), read off each env built with
+# playground 0.2.0: the flat observation size and the number of actuators.
+PLAYGROUND_FACTS: dict[str, StaticFacts] = {
+    "acrobot_swingup": _dmc(6, 1),
+    "acrobot_swingup_sparse": _dmc(6, 1),
+    "cup_catch": _dmc(8, 2),
+    "cartpole_balance": _dmc(5, 1),
+    "cartpole_balance_sparse": _dmc(5, 1),
+    "cartpole_swingup": _dmc(5, 1),
+    "cartpole_swingup_sparse": _dmc(5, 1),
+    "cheetah_run": _dmc(17, 6),
+    "finger_spin": _dmc(9, 2),
+    "finger_turn_easy": _dmc(12, 2),
+    "finger_turn_hard": _dmc(12, 2),
+    "fish_swim": _dmc(24, 5),
+    "hopper_hop": _dmc(15, 4),
+    "hopper_stand": _dmc(15, 4),
+    "humanoid_stand": _dmc(67, 21),
+    "humanoid_walk": _dmc(67, 21),
+    "humanoid_run": _dmc(67, 21),
+    "pendulum_swingup": _dmc(3, 1),
+    "point_mass_easy": _dmc(4, 2),
+    "reacher_easy": _dmc(6, 2),
+    "reacher_hard": _dmc(6, 2),
+    "swimmer_swimmer6": _dmc(25, 5),
+    "walker_run": _dmc(24, 6),
+    "walker_stand": _dmc(24, 6),
+    "walker_walk": _dmc(24, 6),
 }
 
 
@@ -87,9 +123,14 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
       env_id: registry id.
       action_repeat: control steps per agent step (rewards summed).
       episode_length: time limit in control steps; None = the config's (1000).
+
+    Raises:
+      ActionRepeatError: ``action_repeat`` is not an int >= 1.
+      EpisodeLengthError: the time limit is not an int >= 1 or not divisible by the repeat.
     """
     env, config = load_raw(PLAYGROUND_ENVS[env_id])
-    limit = int(config.episode_length) if episode_length is None else int(episode_length)
+    limit = int(config.episode_length) if episode_length is None else episode_length
+    agent_limit = agent_episode_length(limit, action_repeat, env_id)
     model = env.mj_model
     if not model.actuator_ctrllimited.all():
         raise ValueError(f"{env_id}: an actuator has no ctrlrange; cannot map [-1, 1] actions")
@@ -102,11 +143,11 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         obs_size=int(obs_size),
         action_size=int(env.action_size),
         discrete=False,
-        episode_length=agent_episode_length(limit, action_repeat),
+        episode_length=agent_limit,
         action_repeat=action_repeat,
         action_low=tuple(float(x) for x in model.actuator_ctrlrange[:, 0]),
         action_high=tuple(float(x) for x in model.actuator_ctrlrange[:, 1]),
-        can_terminate=False,
+        can_terminate=PLAYGROUND_FACTS[env_id].can_terminate,
     )
 
     def raw_reset(key):

@@ -22,11 +22,16 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from envs.core import Env, EnvSpec, agent_episode_length
+from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length
+from envs.errors import UnknownEnvError
 from envs.wrappers import build_env
 
 PROBE_EPISODE_LENGTH = 20
 PROBE_ENVS = ("probe_constant_reward", "probe_reward_is_action")
+# registry id -> static facts: 1-D observation and action, continuous, never terminating
+PROBE_FACTS: dict[str, StaticFacts] = {
+    i: StaticFacts(1, 1, False, False, PROBE_EPISODE_LENGTH) for i in PROBE_ENVS
+}
 
 
 def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
@@ -36,21 +41,27 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
       env_id: registry id.
       action_repeat: probe steps per agent step (rewards summed).
       episode_length: time limit in probe steps; None = :data:`PROBE_EPISODE_LENGTH`.
+
+    Raises:
+      UnknownEnvError: ``env_id`` is not a probe.
+      ActionRepeatError: ``action_repeat`` is not an int >= 1.
+      EpisodeLengthError: the time limit is not an int >= 1 or not divisible by the repeat.
     """
     if env_id not in PROBE_ENVS:
-        raise ValueError(f"unknown probe {env_id!r}; probes are {PROBE_ENVS}")
-    limit = PROBE_EPISODE_LENGTH if episode_length is None else int(episode_length)
+        raise UnknownEnvError(env_id, PROBE_ENVS)
+    facts = PROBE_FACTS[env_id]
+    limit = facts.default_episode_length if episode_length is None else episode_length
     spec = EnvSpec(
         env_id=env_id,
         backend="probe",
-        obs_size=1,
-        action_size=1,
-        discrete=False,
-        episode_length=agent_episode_length(limit, action_repeat),
+        obs_size=facts.obs_size,
+        action_size=facts.action_size,
+        discrete=facts.discrete,
+        episode_length=agent_episode_length(limit, action_repeat, env_id),
         action_repeat=action_repeat,
         action_low=(-1.0,),
         action_high=(1.0,),
-        can_terminate=False,
+        can_terminate=facts.can_terminate,
     )
     constant = env_id == "probe_constant_reward"
 

@@ -4,6 +4,10 @@ Ids are snake_case, the way users type DMC / TD-MPC2 tasks (``walker_walk``,
 ``cup_catch``); gymnax classic control and brax envs keep their usual short names
 (``pendulum``, ``cartpole``, ``ant``, ``halfcheetah``). The tables are static, so
 listing ids imports no simulator; a backend is imported when one of its envs is built.
+
+The built-in ids carry their :class:`envs.core.StaticFacts` (the backend modules'
+``*_FACTS`` tables), so :func:`check_args` validates a call to :func:`make` without
+building anything; :func:`envs.facts` is built on it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,20 @@ import importlib
 import re
 from collections.abc import Callable
 
-from envs.brax_backend import BRAX_ENVS
-from envs.core import BACKENDS, Env, EnvSpec
-from envs.gymnax_backend import GYMNAX_ENVS
-from envs.playground_backend import PLAYGROUND_ENVS
-from envs.probes import PROBE_ENVS
+from envs.brax_backend import BRAX_FACTS
+from envs.core import (
+    BACKENDS,
+    Env,
+    EnvSpec,
+    StaticFacts,
+    agent_episode_length,
+    check_action_repeat,
+    check_episode_length,
+)
+from envs.errors import EnvError, UnknownEnvError
+from envs.gymnax_backend import GYMNAX_ACTION_REPEATS, GYMNAX_FACTS
+from envs.playground_backend import PLAYGROUND_FACTS
+from envs.probes import PROBE_FACTS
 
 Builder = Callable[[str, int, int | None], Env]
 
@@ -30,13 +43,18 @@ _BACKEND_MODULES = {
     "probe": "envs.probes",
 }
 
+# backend -> the action repeats it supports (absent: every int >= 1)
+_ACTION_REPEATS: dict[str, tuple[int, ...]] = {"gymnax": GYMNAX_ACTION_REPEATS}
+
 
 @dataclasses.dataclass(frozen=True)
 class EnvEntry:
-    """One registered env: its backend and ``builder(env_id, action_repeat, episode_length)``."""
+    """One registered env: its backend, ``builder(env_id, action_repeat, episode_length)``
+    and, if known without building it, its static facts."""
 
     backend: str
     builder: Builder | None = None  # None: the backend module's ``build``
+    facts: StaticFacts | None = None  # None: known only by building the env
 
     def build(self, env_id: str, action_repeat: int, episode_length: int | None) -> Env:
         builder = self.builder
@@ -48,23 +66,40 @@ class EnvEntry:
 _REGISTRY: dict[str, EnvEntry] = {}
 
 
-def register(env_id: str, backend: str, builder: Builder | None = None) -> None:
-    """Register ``env_id``; raises ValueError if taken or the backend is unknown."""
+def register(
+    env_id: str,
+    backend: str,
+    builder: Builder | None = None,
+    facts: StaticFacts | None = None,
+) -> None:
+    """Register ``env_id``.
+
+    Args:
+      env_id: the new id.
+      backend: one of :data:`envs.core.BACKENDS` (its action-repeat limits apply).
+      builder: ``builder(env_id, action_repeat, episode_length) -> Env``; None = the
+        backend module's ``build``.
+      facts: the env's static facts, if known; without them :func:`envs.facts` builds
+        the env, and :func:`make` checks the time limit's divisibility only in the build.
+
+    Raises:
+      ValueError: the id is taken or the backend is unknown.
+    """
     if env_id in _REGISTRY:
         raise ValueError(f"env id {env_id!r} is already registered ({_REGISTRY[env_id]})")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; backends are {BACKENDS}")
-    _REGISTRY[env_id] = EnvEntry(backend, builder)
+    _REGISTRY[env_id] = EnvEntry(backend, builder, facts)
 
 
-for _id in GYMNAX_ENVS:
-    register(_id, "gymnax")
-for _id in PLAYGROUND_ENVS:
-    register(_id, "playground")
-for _id in BRAX_ENVS:
-    register(_id, "brax")
-for _id in PROBE_ENVS:
-    register(_id, "probe")
+for _backend, _table in (
+    ("gymnax", GYMNAX_FACTS),
+    ("playground", PLAYGROUND_FACTS),
+    ("brax", BRAX_FACTS),
+    ("probe", PROBE_FACTS),
+):
+    for _id, _facts in _table.items():
+        register(_id, _backend, facts=_facts)
 
 
 def list_envs(backend: str | None = None) -> list[str]:
@@ -73,8 +108,8 @@ def list_envs(backend: str | None = None) -> list[str]:
 
 
 def backend_of(env_id: str) -> str:
-    """The backend of ``env_id`` (ValueError naming close ids if unknown)."""
-    return _entry(env_id).backend
+    """The backend of ``env_id`` (UnknownEnvError naming close ids if unknown)."""
+    return entry_of(env_id).backend
 
 
 def _normalise(name: str) -> str:
@@ -83,25 +118,46 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-\s]+", "_", name).lower()
 
 
-def _entry(env_id: str) -> EnvEntry:
-    if env_id in _REGISTRY:
+def entry_of(env_id: str) -> EnvEntry:
+    """The registry entry of ``env_id``.
+
+    Raises:
+      UnknownEnvError: ``env_id`` is not registered (naming up to 5 close ids).
+    """
+    if isinstance(env_id, str) and env_id in _REGISTRY:
         return _REGISTRY[env_id]
     ids = list(_REGISTRY)
-    close = difflib.get_close_matches(_normalise(env_id), ids, n=5, cutoff=0.5)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    raise ValueError(f"unknown env id {env_id!r}{hint} (envs.list_envs() lists all {len(ids)})")
+    name = _normalise(env_id) if isinstance(env_id, str) else ""
+    close = difflib.get_close_matches(name, ids, n=5, cutoff=0.5)
+    raise UnknownEnvError(env_id, tuple(close), len(ids))
 
 
-def _is_positive_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+def check_args(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None
+) -> tuple[EnvEntry, int | None]:
+    """Validate the arguments of :func:`make` without building the env.
 
+    Checks, in order: the id is registered; ``action_repeat`` is an int >= 1 that the
+    backend supports (gymnax: only 1); ``episode_length`` is None or an int >= 1; the
+    time limit (``episode_length``, or the env's default) is divisible by the repeat.
+    The last check needs the default from the entry's static facts when
+    ``episode_length`` is None; an entry without them leaves it to its build.
 
-def _check_repeat(action_repeat: int) -> None:
-    if not _is_positive_int(action_repeat):
-        raise ValueError(
-            f"action_repeat must be an int >= 1, got {action_repeat!r}; "
-            "use 1 for no repeat (2 is the DMC protocol of both papers)"
-        )
+    Returns:
+      (the entry, the time limit in backend steps, or None if unknown without a build).
+
+    Raises:
+      UnknownEnvError, ActionRepeatError, EpisodeLengthError: the first check that fails.
+    """
+    entry = entry_of(env_id)
+    check_action_repeat(action_repeat, env_id, _ACTION_REPEATS.get(entry.backend), entry.backend)
+    check_episode_length(episode_length, env_id)
+    limit = episode_length
+    if limit is None and entry.facts is not None:
+        limit = entry.facts.default_episode_length
+    if limit is not None:
+        agent_episode_length(limit, action_repeat, env_id)
+    return entry, limit
 
 
 def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
@@ -119,13 +175,14 @@ def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None)
       return the same object, so jitted functions over it are traced once.
 
     Raises:
-      ValueError: unknown id (naming the closest ids), action_repeat < 1, a repeat that
-        does not divide the time limit, or a repeat the backend does not support.
+      UnknownEnvError: unknown id (naming the closest ids).
+      ActionRepeatError: action_repeat is not an int >= 1, or the backend does not
+        support it (gymnax: only 1).
+      EpisodeLengthError: episode_length is not None or an int >= 1, or the time limit
+        is not divisible by the repeat.
+      (all three are :class:`envs.errors.EnvError`, a ValueError; see :func:`check_args`)
     """
-    entry = _entry(env_id)
-    _check_repeat(action_repeat)
-    if episode_length is not None and not _is_positive_int(episode_length):
-        raise ValueError(f"episode_length must be an int >= 1 or None, got {episode_length!r}")
+    entry, _ = check_args(env_id, action_repeat, episode_length)
     return _make_cached(env_id, entry, action_repeat, episode_length)
 
 
@@ -135,6 +192,8 @@ def _make_cached(
 ) -> Env:
     try:
         return entry.build(env_id, action_repeat, episode_length)
+    except EnvError:  # typed: already names the env
+        raise
     except ValueError as err:  # name the env in errors raised by the backend
         message = str(err)
         if message.startswith(env_id):

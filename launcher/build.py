@@ -1,20 +1,20 @@
-"""Build the env and the agent of a RunSpec; the checks that need the env's facts.
+"""The env and the agent of a RunSpec, and the one env-compatibility check.
 
-Errors are :class:`ConfigError` naming the key: ``env.id`` (unknown, with the closest
-ids), ``env.action_repeat`` / ``env.episode_length`` (not supported, not divisible) and
-``env`` for an env the agent cannot run (discrete actions or terminations for TD-MPC2),
-listing the envs it can run.
+Env facts come from :func:`envs.facts` (static tables: nothing is built); its typed
+errors carry the argument at fault, which names the config key (``env.id``,
+``env.action_repeat``, ``env.episode_length``). Whether the agent can run the env is
+decided by the agent's :class:`agents.api.EnvRequirements` from those facts, here and
+nowhere else in the launcher.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from launcher.agents import AGENTS, AgentEntry
-from launcher.config import RunSpec
+from agents.api import Agent, AgentEntry
 from launcher.errors import ConfigError
+from launcher.schema import EnvSpecConfig, RunSpec
 
 MakeEnv = Callable[[str, int, "int | None"], Any]
 
@@ -26,120 +26,77 @@ def default_make_env(env_id: str, action_repeat: int, episode_length: int | None
     return envs.make(env_id, action_repeat=action_repeat, episode_length=episode_length)
 
 
-def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
-    """The env of ``spec`` (ConfigError naming the env key on failure)."""
-    make = make or default_make_env
-    env_cfg = spec.env
-    try:
-        return make(env_cfg.id, env_cfg.action_repeat, env_cfg.episode_length)
-    except ValueError as err:
-        text = str(err)
-        if "unknown env" in text:
-            key = "env.id"
-        elif "repeat" in text:
-            key = "env.action_repeat"
-        elif "episode" in text or "divisible" in text:
-            key = "env.episode_length"
-        else:
-            key = "env"
-        raise ConfigError(f"{key}: {text}") from None
-
-
-def env_facts(env_id: str) -> tuple[bool, bool]:
-    """(discrete, can_terminate) of a registered env, building only the cheap ones."""
+def env_facts(env: EnvSpecConfig) -> Any:
+    """:func:`envs.facts` of the configured env; ConfigError naming the key at fault."""
     import envs
 
-    backend = envs.backend_of(env_id)
-    if backend in ("playground", "probe"):
-        return False, False
-    if backend == "brax":
-        from envs.brax_backend import BRAX_ENVS
-
-        return False, bool(BRAX_ENVS[env_id])
-    spec = envs.spec_of(env_id)
-    return spec.discrete, spec.can_terminate
+    try:
+        return envs.facts(env.id, env.action_repeat, env.episode_length)
+    except envs.EnvError as err:
+        raise ConfigError(f"env.{err.field}: {err}") from None
 
 
 def compatible_envs(entry: AgentEntry) -> list[str]:
-    """The registered env ids the agent can run."""
+    """The registered env ids the agent can run (at their default settings)."""
     import envs
 
-    return [i for i in envs.list_envs() if entry.accepts(*env_facts(i))]
+    return [i for i in envs.list_envs() if not entry.requirements.problems(envs.facts(i))]
 
 
-def check_env(entry: AgentEntry, env_spec: Any) -> None:
-    """Refuse an env the agent cannot run, listing the ones it can."""
-    if entry.accepts(env_spec.discrete, env_spec.can_terminate):
+def check_compatible(entry: AgentEntry, facts: Any) -> None:
+    """Refuse an env (its facts or spec) the agent cannot run, listing the ones it can."""
+    problems = entry.requirements.problems(facts)
+    if not problems:
         return
-    why = "has discrete actions" if env_spec.discrete and entry.continuous_only else "can terminate"
-    needs = [
-        word
-        for word, flag in (
-            ("continuous actions", entry.continuous_only),
-            ("fixed-length episodes", entry.fixed_length_only),
-        )
-        if flag
-    ]
-    try:
-        valid = ", ".join(compatible_envs(entry))
-    except Exception:  # noqa: BLE001 - the listing is a courtesy
-        valid = "(see envs.list_envs())"
     raise ConfigError(
-        f"env={env_spec.env_id}: {why}, and agent={entry.name} needs "
-        f"{' and '.join(needs)}; choose env= one of: {valid}"
+        f"env={facts.env_id}: {' and '.join(problems)}, and agent={entry.name} needs "
+        f"{entry.requirements.needs()}; choose env= one of: {', '.join(compatible_envs(entry))}"
     )
 
 
-def make_agent(
-    spec: RunSpec,
-    env: Any,
-    total_env_steps: int | None = None,
-    agents: Mapping[str, AgentEntry] = AGENTS,
-) -> Any:
+def precheck(spec: RunSpec) -> Any:
+    """Every env check of a launch, from static facts, before anything is created.
+    Returns the facts."""
+    facts = env_facts(spec.env)
+    check_compatible(spec.entry, facts)
+    return facts
+
+
+def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
+    """The env of ``spec``, checked against the agent (ConfigError on failure)."""
+    if make is None:
+        precheck(spec)
+        make = default_make_env
+    try:
+        env = make(spec.env.id, spec.env.action_repeat, spec.env.episode_length)
+    except ValueError as err:  # an injected builder's own refusal
+        raise ConfigError(f"env: {err}") from None
+    check_compatible(spec.entry, env.spec)
+    return env
+
+
+def make_agent(spec: RunSpec, env: Any, total_env_steps: int | None = None) -> Agent:
     """The agent of ``spec`` on ``env`` for a run of ``total_env_steps`` (default: the
     protocol's ``n_timesteps``; it sizes the replay, design §5.6)."""
-    entry = agents[spec.agent_name]
-    check_env(entry, env.spec)
     total = spec.protocol.n_timesteps if total_env_steps is None else total_env_steps
     try:
-        return entry.make(spec.agent, env, total)
+        return spec.entry.make(spec.agent, env, total)
     except ValueError as err:
         raise ConfigError(f"agent={spec.agent_name} on env={spec.env.id}: {err}") from None
 
 
-def resolved_agent_config(agent: Any) -> dict[str, Any]:
-    """The agent's config after it filled presets and env-derived values, if it has one."""
+def describe_agent(agent: Any) -> dict[str, Any]:
+    """The agent's resolved config and bytes per seed, when it exposes them."""
+    import dataclasses
+
     cfg = getattr(agent, "cfg", None)
-    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
-
-
-def precheck_env(spec: RunSpec, agents: Mapping[str, AgentEntry] = AGENTS) -> None:
-    """The env checks of :func:`make_env` / :func:`check_env`, cheaply, before a launch
-    creates its run directory: cheap envs (gymnax, probes) are built, the simulator
-    envs (playground, brax) are checked from static facts."""
-    import envs
-
-    entry = agents[spec.agent_name]
-    try:
-        backend = envs.backend_of(spec.env.id)
-    except ValueError as err:
-        raise ConfigError(f"env.id: {err}") from None
-    if backend in ("gymnax", "probe"):
-        check_env(entry, make_env(spec).spec)
-        return
-    discrete, can_terminate = env_facts(spec.env.id)
-    if not entry.accepts(discrete, can_terminate):
-        check_env(entry, _Facts(spec.env.id, discrete, can_terminate))
-    limit = spec.env.episode_length or 1000
-    if limit % spec.env.action_repeat:
-        raise ConfigError(
-            f"env.episode_length: {limit} backend steps are not divisible by "
-            f"env.action_repeat={spec.env.action_repeat}; choose a repeat that divides it"
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Facts:
-    env_id: str
-    discrete: bool
-    can_terminate: bool
+    out: dict[str, Any] = {
+        "resolved_agent": dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else {}
+    }
+    memory = getattr(agent, "memory_bytes", None)
+    if callable(memory):
+        try:
+            out["memory_bytes_per_seed"] = {k: int(v) for k, v in memory().items()}
+        except Exception as err:  # noqa: BLE001 - informative only
+            out["memory_bytes_per_seed"] = f"unavailable: {err}"
+    return out

@@ -24,7 +24,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from launcher.config import CALLBACK_PHASES, CallbackSpec
+from launcher.schema import CALLBACK_PHASES, CallbackSpec
 from launcher.errors import ConfigError
 
 

@@ -1,7 +1,8 @@
 """Checkpoints with orbax-checkpoint: the whole seed-batched state + JSON metadata.
 
-One checkpoint per saved chunk, named by the number of chunks done, under
-``RUN_DIR/checkpoints/<chunk>/`` (``state/`` in orbax's OCDBT format, ``meta/`` JSON).
+One checkpoint per saved chunk, named by the agent env steps done (``timestep``), under
+``RUN_DIR/checkpoints/<step>/`` (``state/`` in orbax's OCDBT format, ``meta/`` JSON
+with the chunk number, tick offset and run length).
 orbax writes into a temporary directory and renames it when complete, so a run killed
 mid-save leaves only complete checkpoints behind; the latest ``keep`` are kept.
 
@@ -113,9 +114,9 @@ def fingerprint(state: Any) -> str:
 
 
 class Checkpointer:
-    """Save and restore ``(state, meta)`` pairs by chunk number, keeping the latest ``keep``."""
+    """Save and restore ``(state, meta)`` pairs by env step, keeping the latest ``keep``."""
 
-    def __init__(self, directory: Path, keep: int, corrupt_dir: Path) -> None:
+    def __init__(self, directory: Path, keep: int, corrupt_dir: Path, create: bool = True) -> None:
         import orbax.checkpoint as ocp
 
         self._ocp = ocp
@@ -124,21 +125,21 @@ class Checkpointer:
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
-                max_to_keep=keep, create=True, cleanup_tmp_directories=True
+                max_to_keep=keep, create=create, cleanup_tmp_directories=create
             ),
         )
 
     def steps(self) -> list[int]:
-        """Chunk numbers of the complete checkpoints, ascending."""
+        """Env steps of the complete checkpoints, ascending."""
         return sorted(self.manager.all_steps())
 
-    def save(self, chunk: int, state: Any, meta: dict[str, Any]) -> None:
+    def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
         """Start saving (asynchronous; :meth:`wait` or the next save completes it)."""
         ocp = self._ocp
         self.manager.wait_until_finished()
         meta = {**meta, "fingerprint": fingerprint(state), "leaves": leaf_names(to_raw(state))}
         self.manager.save(
-            chunk,
+            step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardSave(flat_stored(state)), meta=ocp.args.JsonSave(meta)
             ),
@@ -152,22 +153,22 @@ class Checkpointer:
         self.manager.wait_until_finished()
         self.manager.close()
 
-    def read_meta(self, chunk: int) -> dict[str, Any]:
-        """The JSON metadata of checkpoint ``chunk`` (no state read)."""
+    def read_meta(self, step: int) -> dict[str, Any]:
+        """The JSON metadata of checkpoint ``step`` (no state read)."""
         ocp = self._ocp
-        out = self.manager.restore(chunk, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+        out = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return dict(out.meta)
 
-    def restore(self, chunk: int, abstract: Any) -> tuple[Any, dict[str, Any]]:
-        """``(state, meta)`` of checkpoint ``chunk``; raises if unreadable or altered."""
+    def restore(self, step: int, abstract: Any) -> tuple[Any, dict[str, Any]]:
+        """``(state, meta)`` of checkpoint ``step``; raises if unreadable or altered."""
         ocp = self._ocp
         raw = abstract_raw(abstract)
         names = leaf_names(raw)
-        meta = self.read_meta(chunk)
+        meta = self.read_meta(step)
         if meta.get("leaves") != names:
             raise ValueError("the checkpoint's state structure differs from this agent's")
         out = self.manager.restore(
-            chunk,
+            step,
             args=ocp.args.Composite(
                 state=ocp.args.StandardRestore(flat_stored(raw)), meta=ocp.args.JsonRestore()
             ),
@@ -195,13 +196,13 @@ class Checkpointer:
         starting over in a run directory with checkpoints is left to the user.
         """
         failed: list[tuple[int, BaseException]] = []
-        for chunk in reversed(self.steps()):
+        for step in reversed(self.steps()):
             try:
-                meta = self.read_meta(chunk)
-                restored = self.restore(chunk, abstract_for(meta))
+                meta = self.read_meta(step)
+                restored = self.restore(step, abstract_for(meta))
             except Exception as err:  # noqa: BLE001 - any failure means: not usable
-                log.warning("checkpoint %d is unreadable (%s)", chunk, _reason(err))
-                failed.append((chunk, err))
+                log.warning("checkpoint %d is unreadable (%s)", step, _reason(err))
+                failed.append((step, err))
                 continue
             for bad, err in failed:
                 self._skip(bad, err, set_aside)
@@ -214,17 +215,17 @@ class Checkpointer:
             )
         return None
 
-    def _skip(self, chunk: int, err: BaseException, set_aside: bool) -> None:
+    def _skip(self, step: int, err: BaseException, set_aside: bool) -> None:
         where = ""
         if set_aside:
             self.corrupt_dir.mkdir(parents=True, exist_ok=True)
-            target = self.corrupt_dir / f"{chunk}-{time.strftime('%Y%m%d-%H%M%S')}"
-            shutil.move(str(self.directory / str(chunk)), str(target))
+            target = self.corrupt_dir / f"{step}-{time.strftime('%Y%m%d-%H%M%S')}"
+            shutil.move(str(self.directory / str(step)), str(target))
             self.manager.reload()
             where = f"; moved to {target}"
         log.warning(
             "checkpoint %d is unreadable (%s)%s; falling back to the previous one",
-            chunk,
+            step,
             _reason(err),
             where,
         )

@@ -10,3 +10,9 @@ class ConfigError(ValueError):
     ``python -m launcher`` (and ``launcher.report`` / ``launcher.evaluate``) print the
     message alone and exit with status 2; nothing already saved is touched.
     """
+
+
+class RunStopped(ConfigError):
+    """A run stopped by a guard after it started (non-finite or diverging losses or
+    parameters, data the agent cannot train on). The checkpoints saved before it are
+    kept untouched; printed as one line with exit status 2, like bad input."""

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.agents import AGENTS, AgentEntry
 from launcher.errors import ConfigError
 
 EVAL_SALT = 0x7E57
@@ -26,7 +25,6 @@ def evaluate_run(
     run_dir: Path | str,
     episodes: int | None = None,
     *,
-    agents: Mapping[str, AgentEntry] = AGENTS,
     make_env: Any = None,
 ) -> dict[str, Any]:
     """Evaluate the latest checkpoint of ``run_dir``.
@@ -41,7 +39,8 @@ def evaluate_run(
     from launcher import build
     from launcher.checkpoint import Checkpointer
     from launcher.config import resolve
-    from launcher.run import SeedProgram, per_seed_rows, seed_keys, to_host
+    from launcher.program import SeedProgram, seed_keys
+    from launcher.rows import per_seed_rows, to_host
     from launcher.rundir import RunDir
 
     rd = RunDir(run_dir)
@@ -55,19 +54,20 @@ def evaluate_run(
         if episodes < 1:
             raise ConfigError(f"--episodes: must be >= 1, got {episodes}")
         config["protocol"]["eval_episodes"] = episodes
-    spec = resolve(config, agents)
+    spec = resolve(config)
     env = build.make_env(spec, make_env)
-    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt)
+    if not rd.checkpoints.is_dir():
+        raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)")
+    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt, create=False)
     try:
-        steps = ckpt.steps()
-        if not steps:
-            raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet")
+        if not ckpt.steps():
+            raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)")
         seeds = list(spec.protocol.seeds)
         holder: dict[str, Any] = {}
 
         def abstract_for(meta: Mapping[str, Any]) -> Any:
             total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
-            agent = build.make_agent(spec, env, total, agents)
+            agent = build.make_agent(spec, env, total)
             program = SeedProgram(agent, len(seeds), spec.protocol.shard_seeds)
             holder["program"] = program
             init_keys, _ = seed_keys(seeds)

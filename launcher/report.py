@@ -1,100 +1,363 @@
-"""``python -m launcher.report RUN_DIR``: learning curves per seed and mean, as PNG.
+"""``python -m launcher.report RUN_DIR``: learning curves per seed, mean and spread, as PNG.
 
 Reads the run's local metrics files (``RUN_DIR/metrics/seed_<s>.jsonl``) and writes
-``RUN_DIR/plots/learning_curves.png``: training-episode and evaluation returns
-against agent env steps (``timestep``), one thin line per seed and their mean.
-Exit status 2 with one message if the directory or its metrics are missing.
+``RUN_DIR/plots/learning_curves.png``: training-episode and evaluation returns, one thin
+line per seed, their mean and (two seeds or more) a band from the seeds' min to max.
+
+X axis: env frames (agent steps x action repeat, the papers' axis) by default, or agent
+steps (``--x agent_steps``). A row's frames are its ``env_frames``, else its ``timestep``
+times ``run.json``'s action repeat; a panel where neither is known is drawn in agent steps
+and its axis label says so. ``--reference PATH`` adds a published curve (a CSV, see
+:func:`load_reference`) to the evaluation panel.
+Exit status 2 with one message if the directory, its metrics or the reference are missing.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from launcher.errors import ConfigError
-from launcher.rundir import read_metrics
+from launcher.rundir import RUN_FILE, read_metrics
 
 PANELS = (
     ("train", "Train/episodic mean reward", "training episodes"),
     ("eval", "Eval/episodic mean reward", "evaluation (eval-mode policy)"),
 )
+X_AXES = ("env_frames", "agent_steps")
+BAND_LABEL = "seed min..max"
+REF_X_COLUMNS = ("env_frames", "frames", "step")
+REF_Y_COLUMNS = ("return", "episode_reward", "mean")
+REF_EXPECTED = (
+    f"expected a CSV with a header, an x column ({' / '.join(REF_X_COLUMNS)}, in env frames) "
+    f"and a return column ({' / '.join(REF_Y_COLUMNS)}); several seeds as rows with the same x"
+)
+
+Points = list[tuple[float, float]]
 
 
-def load_curves(run_dir: Path) -> dict[str, dict[int, list[tuple[int, float]]]]:
-    """kind -> seed -> [(timestep, return)], from the metrics files; ConfigError if none."""
-    run_dir = Path(run_dir)
+@dataclass
+class Reference:
+    """A reference curve: mean return per x over its rows, and their min..max."""
+
+    label: str
+    x: list[float]
+    mean: list[float]
+    lo: list[float]
+    hi: list[float]
+    n_max: int = 1  # the most rows (seeds) sharing one x
+
+    @property
+    def has_spread(self) -> bool:
+        """True when some x has two rows or more (then lo..hi is drawn)."""
+        return self.n_max > 1
+
+
+@dataclass
+class PanelSeries:
+    """What one panel draws: per-seed points, their mean and band, an optional reference."""
+
+    kind: str
+    title: str
+    ylabel: str
+    xlabel: str
+    seeds: dict[int, Points] = field(default_factory=dict)
+    mean: Points = field(default_factory=list)
+    band: list[tuple[float, float, float]] = field(default_factory=list)  # (x, lo, hi)
+    reference: Reference | None = None
+    frames_fallback: bool = False  # env frames asked for, agent steps drawn
+
+
+def action_repeat(run_dir: Path | str) -> int | None:
+    """The run's action repeat from ``run.json`` (``identity.env`` first, then
+    ``env_spec``); None when the file, the key or a positive integer is missing."""
+    try:
+        data = json.loads((Path(run_dir) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    for section in (data.get("identity", {}).get("env", {}), data.get("env_spec", {})):
+        value = section.get("action_repeat") if isinstance(section, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+            if float(value).is_integer():
+                return int(value)
+    return None
+
+
+def _seed_rows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
+    """seed -> metric rows; ConfigError for a missing directory or no metrics files."""
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory")
     files = sorted((run_dir / "metrics").glob("seed_*.jsonl"))
     if not files:
         raise ConfigError(f"{run_dir}: no metrics files (metrics/seed_<s>.jsonl); not a run dir?")
-    curves: dict[str, dict[int, list[tuple[int, float]]]] = {k: {} for k, _, _ in PANELS}
+    rows: dict[int, list[dict[str, Any]]] = {}
     for path in files:
         match = re.fullmatch(r"seed_(\d+)\.jsonl", path.name)
-        if match is None:
-            continue
-        seed = int(match.group(1))
-        for row in read_metrics(path):
-            for kind, key, _ in PANELS:
-                if row.get("kind") == kind and row.get(key) is not None:
-                    curves[kind].setdefault(seed, []).append((int(row["timestep"]), row[key]))
-    return curves
+        if match is not None:
+            rows[int(match.group(1))] = read_metrics(path)
+    return rows
 
 
-def mean_curve(per_seed: dict[int, list[tuple[int, float]]]) -> list[tuple[int, float]]:
-    """The mean over seeds at the timesteps every seed has."""
-    if not per_seed:
-        return []
+def _curves(
+    run_dir: Path, x: str
+) -> tuple[dict[str, dict[int, Points]], dict[str, bool], int | None]:
+    """(kind -> seed -> [(x, return)], kind -> fell back to agent steps, action repeat)."""
+    if x not in X_AXES:
+        raise ConfigError(f"x={x!r}: expected one of {', '.join(X_AXES)}")
+    rows = _seed_rows(run_dir)
+    repeat = action_repeat(run_dir) if x == "env_frames" else None
+    curves: dict[str, dict[int, Points]] = {}
+    fallback: dict[str, bool] = {}
+    for kind, key, _ in PANELS:
+        steps: dict[int, Points] = {}
+        frames: dict[int, Points] = {}
+        missing = False
+        for seed, seed_rows in sorted(rows.items()):
+            for row in seed_rows:
+                if row.get("kind") != kind or row.get(key) is None or "timestep" not in row:
+                    continue
+                y, t = row[key], row["timestep"]
+                steps.setdefault(seed, []).append((t, y))
+                if row.get("env_frames") is not None:
+                    frames.setdefault(seed, []).append((row["env_frames"], y))
+                elif repeat is not None:
+                    frames.setdefault(seed, []).append((t * repeat, y))
+                else:
+                    missing = True
+        use_frames = x == "env_frames" and not missing
+        curves[kind] = frames if use_frames else steps
+        fallback[kind] = x == "env_frames" and missing
+    return curves, fallback, repeat
+
+
+def load_curves(
+    run_dir: Path | str, x: str = "agent_steps"
+) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    """kind ("train"/"eval") -> seed -> [(x, return)] from the metrics files, x in agent
+    steps (``timestep``, the default) or env frames (``x="env_frames"``; a kind whose
+    frames are unknown stays in agent steps). ConfigError if the dir or metrics are missing."""
+    return _curves(Path(run_dir), x)[0]
+
+
+def _tables(per_seed: dict[int, Points]) -> tuple[list[dict[float, float]], list[float]]:
     tables = [dict(points) for points in per_seed.values()]
-    common = sorted(set.intersection(*(set(t) for t in tables)))
+    common = sorted(set.intersection(*(set(t) for t in tables))) if tables else []
+    return tables, common
+
+
+def mean_curve(per_seed: dict[int, list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The mean over seeds at the x values every seed has: [(x, mean)]."""
+    tables, common = _tables(per_seed)
     return [(x, sum(t[x] for t in tables) / len(tables)) for x in common]
 
 
-def plot_run(run_dir: Path | str, out: Path | str | None = None) -> Path:
-    """Write the learning-curve PNG of a run; returns its path."""
+def spread_band(per_seed: dict[int, Points]) -> list[tuple[float, float, float]]:
+    """[(x, min, max)] over seeds at the x values every seed has; [] below two seeds."""
+    if len(per_seed) < 2:
+        return []
+    tables, common = _tables(per_seed)
+    return [(x, min(t[x] for t in tables), max(t[x] for t in tables)) for x in common]
+
+
+def load_reference(path: Path | str, label: str | None = None) -> Reference:
+    """The reference curve in the CSV at ``path`` (header; x column ``env_frames``,
+    ``frames`` or ``step``; return column ``return``, ``episode_reward`` or ``mean``; rows
+    sharing an x are seeds, averaged), labelled ``label`` or the file stem.
+
+    Raises:
+      ConfigError: a missing or unreadable file, or one without those columns or rows.
+    """
+    path = Path(path)
+
+    def fail(why: str) -> ConfigError:
+        return ConfigError(f"reference {path}: {why}; {REF_EXPECTED}")
+
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
+            header = [h.strip().lower() for h in next(reader, [])]
+            body = list(reader)
+    except OSError as err:
+        raise fail(f"cannot read it ({err.strerror or err})") from None
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise fail(f"not a CSV text file ({err})") from None
+    xcol = next((header.index(c) for c in REF_X_COLUMNS if c in header), None)
+    ycol = next((header.index(c) for c in REF_Y_COLUMNS if c in header), None)
+    if xcol is None or ycol is None:
+        raise fail(f"columns {header or 'none'}")
+    groups: dict[float, list[float]] = {}
+    for line, cells in enumerate(body, start=2):
+        if not any(c.strip() for c in cells):
+            continue
+        try:
+            xv, yv = float(cells[xcol]), float(cells[ycol])
+        except (IndexError, ValueError):
+            raise fail(f"line {line} has no numeric x and return: {cells}") from None
+        groups.setdefault(xv, []).append(yv)
+    if not groups:
+        raise fail("no data rows")
+    xs = sorted(groups)
+    return Reference(
+        label=label if label is not None else path.stem,
+        x=xs,
+        mean=[sum(groups[v]) / len(groups[v]) for v in xs],
+        lo=[min(groups[v]) for v in xs],
+        hi=[max(groups[v]) for v in xs],
+        n_max=max(len(v) for v in groups.values()),
+    )
+
+
+def _xlabel(x: str, fallback: bool, repeat: int | None) -> str:
+    if x == "agent_steps":
+        return "agent steps (timestep)"
+    if fallback:
+        return "agent steps (env frames unknown: no env_frames, no action_repeat in run.json)"
+    if repeat is not None:
+        return f"env frames (agent steps x action repeat {repeat})"
+    return "env frames (agent steps x action repeat)"
+
+
+def panel_series(
+    run_dir: Path | str,
+    x: str = "env_frames",
+    reference: Path | str | Reference | None = None,
+    label: str | None = None,
+) -> list[PanelSeries]:
+    """The series each panel plots (train, then eval), with x in ``x`` ("env_frames" or
+    "agent_steps"); the reference (a path or a :class:`Reference`) goes on the eval panel,
+    in agent steps divided by the action repeat (unchanged if unknown, noted in its label).
+
+    Raises:
+      ConfigError: missing run dir or metrics, an unknown ``x``, a bad reference file.
+    """
+    run_dir = Path(run_dir)
+    curves, fallback, repeat = _curves(run_dir, x)
+    ref = reference
+    if ref is not None and not isinstance(ref, Reference):
+        ref = load_reference(ref, label)
+    if ref is not None and x == "agent_steps":
+        ar = action_repeat(run_dir)
+        if ar is None:
+            ref = replace(ref, label=f"{ref.label} (env frames: action repeat unknown)")
+        else:
+            ref = replace(ref, x=[v / ar for v in ref.x])
+    panels = []
+    for kind, key, title in PANELS:
+        per_seed = curves[kind]
+        panels.append(
+            PanelSeries(
+                kind=kind,
+                title=title,
+                ylabel=key,
+                xlabel=_xlabel(x, fallback[kind], repeat),
+                seeds=dict(sorted(per_seed.items())),
+                mean=mean_curve(per_seed) if len(per_seed) > 1 else [],
+                band=spread_band(per_seed),
+                reference=ref if kind == "eval" else None,
+                frames_fallback=fallback[kind],
+            )
+        )
+    return panels
+
+
+def _band(ax: Any, xs: Sequence[float], lo: Sequence[float], hi: Sequence[float], **kw) -> None:
+    """A shaded band, or a bar at a single x (a one-point fill is invisible)."""
+    if len(xs) == 1:
+        ax.vlines(xs, lo, hi, lw=8, **kw)
+    else:
+        ax.fill_between(xs, lo, hi, lw=0, **kw)
+
+
+def build_figure(panels: Sequence[PanelSeries], title: str = "") -> Any:
+    """A matplotlib ``Figure`` with one axes per panel: thin per-seed lines, the mean in
+    black, the seeds' min..max band, the reference in red; eval lines always marked."""
     from matplotlib.figure import Figure
 
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels, strict=True):
+        single = len(panel.seeds) == 1
+        short = any(len(points) < 2 for points in panel.seeds.values())
+        marked = panel.kind == "eval" or single or short
+        for seed, points in panel.seeds.items():
+            xs, ys = zip(*points, strict=True) if points else ((), ())
+            style: dict[str, Any] = {"lw": 2.0} if single else {"lw": 0.8, "alpha": 0.6}
+            if marked:
+                style.update(marker="o", ms=4 if single else 3)
+            ax.plot(xs, ys, label=f"seed {seed}", **style)
+        if panel.band:
+            xs, lo, hi = zip(*panel.band, strict=True)
+            _band(ax, xs, lo, hi, color="black", alpha=0.15, label=BAND_LABEL)
+        if panel.mean:
+            xs, ys = zip(*panel.mean, strict=True)
+            mark = {"marker": "o", "ms": 5} if marked else {}
+            ax.plot(xs, ys, lw=2.2, color="black", label=f"mean of {len(panel.seeds)}", **mark)
+        ref = panel.reference
+        if ref is not None:
+            if ref.has_spread:
+                spread = f"{ref.label} min..max"
+                _band(ax, ref.x, ref.lo, ref.hi, color="tab:red", alpha=0.12, label=spread)
+            ax.plot(ref.x, ref.mean, color="tab:red", lw=1.8, ls="--", label=ref.label)
+        ax.set_title(panel.title)
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
+        ax.grid(alpha=0.3)
+        if panel.seeds or ref is not None:
+            ax.legend(fontsize=8)
+        if not panel.seeds:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_run(
+    run_dir: Path | str,
+    out: Path | str | None = None,
+    *,
+    x: str = "env_frames",
+    reference: Path | str | Reference | None = None,
+    label: str | None = None,
+) -> Path:
+    """Write the learning-curve PNG of a run (default ``RUN_DIR/plots/learning_curves.png``)
+    with x in ``x`` and an optional reference on the eval panel; returns the PNG path.
+
+    Raises:
+      ConfigError: see :func:`panel_series`.
+    """
     run_dir = Path(run_dir)
-    curves = load_curves(run_dir)
+    panels = panel_series(run_dir, x=x, reference=reference, label=label)
     out = Path(out) if out is not None else run_dir / "plots" / "learning_curves.png"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(11, 4), layout="constrained")
-    axes = fig.subplots(1, len(PANELS))
-    for ax, (kind, key, title) in zip(axes, PANELS, strict=True):
-        per_seed = curves[kind]
-        single = len(per_seed) == 1
-        for seed, points in sorted(per_seed.items()):
-            xs, ys = zip(*points, strict=True) if points else ((), ())
-            style = {"lw": 2.0, "marker": "o", "ms": 3} if single else {"lw": 0.8, "alpha": 0.5}
-            ax.plot(xs, ys, label=f"seed {seed}", **style)
-        mean = mean_curve(per_seed)
-        if len(per_seed) > 1 and mean:
-            xs, ys = zip(*mean, strict=True)
-            ax.plot(xs, ys, lw=2.2, color="black", label="mean")
-        ax.set_title(title)
-        ax.set_xlabel("env steps (agent steps)")
-        ax.set_ylabel(key)
-        ax.grid(alpha=0.3)
-        if per_seed:
-            ax.legend(fontsize=8)
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(run_dir.name)
-    fig.savefig(out, dpi=110)
+    build_figure(panels, run_dir.name).savefig(out, dpi=110)
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry; returns the exit status."""
+    """CLI entry; returns the exit status (0, or 2 after printing ``error: ...``)."""
     parser = argparse.ArgumentParser(prog="python -m launcher.report", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<hash>)")
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: in RUN_DIR)")
+    parser.add_argument(
+        "--x", choices=X_AXES, default="env_frames", help="x axis (default: env_frames)"
+    )
+    parser.add_argument(
+        "--reference", type=Path, default=None, help=f"reference curve CSV ({REF_EXPECTED})"
+    )
+    parser.add_argument("--label", default=None, help="reference legend (default: file stem)")
     args = parser.parse_args(argv)
     try:
-        path = plot_run(args.run_dir, args.out)
+        path = plot_run(
+            args.run_dir, args.out, x=args.x, reference=args.reference, label=args.label
+        )
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

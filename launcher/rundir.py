@@ -1,18 +1,19 @@
 """The run directory: what a run keeps on disk, and the guard against a changed config.
 
-Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<hash>`` or ``hydra.run.dir``)::
+Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<protocol>-<hash>`` or ``hydra.run.dir``)::
 
     run.json                 identity (hashed), composed config, env facts, memory per seed
     wandb_ids.json           one W&B run id per seed (reused by every relaunch)
-    checkpoints/<chunk>/     orbax: seed-batched state + JSON metadata (latest k kept)
+    checkpoints/<step>/      orbax, named by env step: seed-batched state + JSON metadata
     corrupt_checkpoints/     unreadable checkpoints moved aside by a resume
     metrics/seed_<s>.jsonl   one line per train chunk / evaluation
     plots/learning_curves.png
     wandb/                   W&B offline runs (``wandb sync``)
-    .hydra/, launcher.log    Hydra's record of the launch
+    launcher.log             the launches' log (created once a launch passes its checks)
 
-Every file here is written atomically (temporary file + rename), so a run killed at
-any point leaves either the old or the new version.
+The JSON files are written atomically (temporary file + rename) and the metrics files
+one flushed line at a time, so a run killed at any point leaves either the old or the
+new version of a file, or one cut last line that readers skip and a resume drops.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.config import FORCE_CHANGEABLE, RunSpec, diff, identity
+from launcher.identity import diff, identity
+from launcher.schema import FORCE_CHANGEABLE, RunSpec
 from launcher.errors import ConfigError
 
 RUN_FILE = "run.json"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.config import LoggerSpec
+from launcher.schema import LoggerSpec
 from launcher.errors import ConfigError
 
 
@@ -54,6 +54,8 @@ class WandbRuns:
         import wandb
 
         directory.mkdir(parents=True, exist_ok=True)
+        wandb_dir = directory / "wandb"
+        before = set(wandb_dir.iterdir()) if wandb_dir.is_dir() else None
         settings = wandb.Settings(silent=True, console="off", disable_git=True, save_code=False)
         for seed in self.seeds:
             try:
@@ -73,6 +75,7 @@ class WandbRuns:
                 )
             except Exception as err:  # noqa: BLE001 - login, network, permissions
                 self.finish()
+                _remove_new(wandb_dir, before)
                 first = str(err).strip().splitlines()[0] if str(err).strip() else ""
                 raise ConfigError(
                     f"logger.mode={self.mode}: W&B could not start ({type(err).__name__}: "
@@ -106,3 +109,20 @@ class WandbRuns:
             if directory:
                 out.append(os.path.dirname(directory))
         return out
+
+
+def _remove_new(wandb_dir: Path, before: set[Path] | None) -> None:
+    """Remove what a failed start wrote under ``wandb_dir`` (a refused launch leaves the
+    run directory as it found it)."""
+    import shutil
+
+    if not wandb_dir.is_dir():
+        return
+    if before is None:
+        shutil.rmtree(wandb_dir, ignore_errors=True)
+        return
+    for path in set(wandb_dir.iterdir()) - before:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

@@ -16,21 +16,24 @@ bit-identical to an uninterrupted one.
 
 Terminations are refused: an env that can terminate is rejected at construction, and
 the collector counts off-schedule dones and terminal rows so the caller can raise after
-``train`` (:func:`check_no_terminations`; the reference silently treats any done as a
-time limit, deviation T31).
+``train`` (:meth:`TDMPC2.check`; the reference silently treats any done as a time limit,
+deviation T31).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from agents.tdmpc2.buffer import EpisodeBuffer, EpisodeBufferState
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.entry import REQUIREMENTS
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.schedule import Schedule
 from agents.tdmpc2.update import (
@@ -69,17 +72,12 @@ class TDMPC2:
 
     def __post_init__(self) -> None:
         spec = self.env.spec
-        if spec.discrete:
+        try:
+            REQUIREMENTS.check(spec, "TD-MPC2 (paper code; design §4.4, §8)")
+        except ValueError as err:
             raise ValueError(
-                f"TD-MPC2 needs continuous actions, but env {spec.env_id!r} has "
-                f"{spec.action_size} discrete actions; pick a continuous-control env "
-                "(e.g. pendulum, walker_walk) or agent=dreamerv3"
-            )
-        if spec.can_terminate:
-            raise ValueError(
-                f"env {spec.env_id!r} can terminate early, and TD-MPC2 (paper code) is for "
-                "fixed-length, non-terminating tasks (design §4.4, §8); pick a DMC task"
-            )
+                f"{err}; pick a continuous-control DMC task (e.g. pendulum, walker_walk)"
+            ) from None
         cfg = self.cfg.resolve(spec.episode_length, spec.action_size)
         object.__setattr__(self, "cfg", cfg)
 
@@ -119,6 +117,35 @@ class TDMPC2:
         params = jax.eval_shape(lambda: init_train_state(self.wm, jax.random.key(0)))
         state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params))
         return {"replay": self.buffer.nbytes(), "train_state": int(state_bytes)}
+
+    # ------------------------------------------------------------ launcher
+    def check(self, metrics: Mapping[str, Any]) -> None:
+        """Host-side guard after ``train``: TD-MPC2 refuses terminating episodes (T31)."""
+        off = int(np.max(metrics["n_offschedule_dones"]))
+        term = int(np.max(metrics["n_terminations"]))
+        if off or term:
+            raise ValueError(
+                f"the environment terminated episodes ({off} early dones, {term} terminal "
+                "final steps); TD-MPC2 (paper code) bootstraps every episode end as a time "
+                "limit and is only valid on fixed-length, non-terminating tasks"
+            )
+
+    def migrate(self, state: TDMPC2State, saved_env_steps: int) -> TDMPC2State:
+        """A state saved by this agent built for ``saved_env_steps`` carried into this
+        run's buffer size: the episode axis is zero-padded or cut at its end. Exact as
+        long as the ring has not wrapped, which holds whenever the new run is at least
+        as long as the steps already taken (the launcher refuses shorter ones)."""
+        episodes = self.buffer.episodes
+        written = state.buffer.obs.shape[0]
+        if written == episodes:
+            return state
+
+        def fit(x: jax.Array) -> jax.Array:
+            if written < episodes:
+                return jnp.pad(x, [(0, episodes - written)] + [(0, 0)] * (x.ndim - 1))
+            return x[:episodes]
+
+        return state.replace(buffer=jax.tree.map(fit, state.buffer))
 
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array) -> TDMPC2State:
@@ -253,13 +280,3 @@ class TDMPC2:
         return state.replace(n_evals=state.n_evals + 1), metrics
 
 
-def check_no_terminations(metrics: dict) -> None:
-    """Host-side guard after ``train``: TD-MPC2 refuses terminating episodes (T31)."""
-    off = int(jnp.max(metrics["n_offschedule_dones"]))
-    term = int(jnp.max(metrics["n_terminations"]))
-    if off or term:
-        raise ValueError(
-            f"the environment terminated episodes ({off} early dones, {term} terminal final "
-            "steps); TD-MPC2 (paper code) bootstraps every episode end as a time limit and "
-            "is only valid on fixed-length, non-terminating tasks"
-        )

@@ -66,10 +66,11 @@ def test_cartpole_spec_discrete_terminating():
 def test_episode_length_in_agent_steps(env_id, repeat, episode_length, T):
     spec = envs.spec_of(env_id, repeat, episode_length)
     assert spec.episode_length == T and spec.action_repeat == repeat
+    assert envs.facts(env_id, repeat, episode_length) == envs.EnvFacts.from_spec(spec)
 
 
 def test_repeat_must_divide_playground_limit():
-    with pytest.raises(ValueError, match="not divisible by action_repeat=3"):
+    with pytest.raises(envs.EpisodeLengthError, match="not divisible by action_repeat=3"):
         envs.make("walker_walk", action_repeat=3)
 
 

@@ -1,9 +1,10 @@
 """Registry: ids, errors, and the smoke test over every registered env (design §5.1).
 
-The smoke test builds every id, and runs reset + SMOKE_STEPS random steps in ONE jitted
-function per env (a ``lax.scan`` over the steps, so the step is compiled once), with
-XLA's backend optimisation level 0 (compile time is what this test pays for; the
-numbers are the same up to float rounding). MJX compiles dominate: the MuJoCo ids are
+The smoke test builds every id, checks that ``envs.facts`` (static tables) agrees with
+the built spec, and runs reset + SMOKE_STEPS random steps in ONE jitted function per env
+(a ``lax.scan`` over the steps, so the step is compiled once), with XLA's backend
+optimisation level 0 (compile time is what this test pays for; the numbers are the
+same up to float rounding). MJX compiles dominate: the MuJoCo ids are
 marked ``slow`` (they still run in CI) and the heaviest run first so that the two xdist
 workers finish together.
 """
@@ -93,6 +94,7 @@ def test_registry_smoke(env_id, record_property):
 
     assert spec.env_id == env_id
     assert spec.backend == envs.backend_of(env_id)
+    assert envs.facts(env_id) == envs.EnvFacts.from_spec(spec)  # the static tables hold
     assert spec.episode_length >= 1 and spec.action_repeat == 1
     assert obs0.shape == (spec.obs_size,) and obs0.dtype == np.float32
     assert obs.shape == (SMOKE_STEPS, spec.obs_size) and obs.dtype == np.float32

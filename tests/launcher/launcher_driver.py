@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from launcher_fakes import FAKE_AGENTS, fake_config, make_fake_env
+from launcher_fakes import fake_config, make_fake_env
 
 from launcher.checkpoint import fingerprint
 from launcher.config import resolve
@@ -21,8 +21,8 @@ from launcher.run import run
 
 def main() -> None:
     run_dir, overrides = sys.argv[1], json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    spec = resolve(fake_config(**overrides), FAKE_AGENTS)
-    result = run(spec, run_dir, agents=FAKE_AGENTS, make_env=make_fake_env, plot=False)
+    spec = resolve(fake_config(**overrides))
+    result = run(spec, run_dir, make_env=make_fake_env, plot=False)
     out = {
         "chunks_done": result.chunks_done,
         "resumed_from": result.resumed_from,

@@ -15,10 +15,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from envs.core import EnvSpec
-from launcher.agents import AgentEntry
+from agents.api import AgentEntry, EnvRequirements
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +29,9 @@ class FakeConfig:
     lr: float = 0.1
     eval_episodes: int = 2
     sleep_s: float = 0.0  # host sleep per train call (kill tests)
+    trace_sleep_s: float = 0.0  # sleep while tracing train: a slow compile (kill tests)
     terminate_at: int = -1  # report a termination at this tick (-1: never)
+    nan_at: int = -1  # the parameters become NaN from this tick on (-1: never)
 
 
 @struct.dataclass
@@ -97,13 +100,26 @@ class FakeAgent:
             empty=jnp.zeros((0, 3), jnp.float32),
         )
 
+    def check(self, metrics: dict[str, Any]) -> None:
+        if int(np.max(metrics["n_terminations"])):
+            raise ValueError("the environment terminated an episode (fake)")
+
+    def migrate(self, state: FakeState, saved_env_steps: int) -> FakeState:
+        grow = self.total_env_steps - state.buffer.shape[0]
+        if grow < 0:
+            raise ValueError("the fake agent cannot shrink its buffer")
+        return state.replace(buffer=jnp.pad(state.buffer, (0, grow)))
+
     def train(self, state: FakeState, ticks: jax.Array) -> tuple[FakeState, dict]:
+        if self.cfg.trace_sleep_s:
+            time.sleep(self.cfg.trace_sleep_s)
         if self.cfg.sleep_s:
             jax.debug.callback(lambda: time.sleep(self.cfg.sleep_s))
 
         def tick_fn(state: FakeState, i: jax.Array):
             noise = jax.random.normal(jax.random.fold_in(state.key, i), (self.cfg.width,))
             params = state.params * (1 - self.cfg.lr) + self.cfg.lr * (noise + jnp.sin(i))
+            params = jnp.where(i == self.cfg.nan_at, jnp.nan, params)
             stepping = i % (self.T + 1) != self.T
             slot = state.steps % self.total_env_steps
             buffer = jnp.where(stepping, state.buffer.at[slot].set(jnp.mean(params)), state.buffer)
@@ -122,6 +138,7 @@ class FakeAgent:
             **self.counters(state),
             "Train/episodic mean reward": jnp.mean(means),
             "Train/last": means[-1],
+            "Train/loss": jnp.mean(state.params**2),
             "n_terminations": state.n_terminations,
         }
         return state, metrics
@@ -140,28 +157,22 @@ class FakeAgent:
         return state.replace(n_evals=state.n_evals + 1), metrics
 
 
-def check_no_terminations(metrics: dict[str, Any]) -> None:
-    if int(jnp.max(metrics["n_terminations"])):
-        raise ValueError("the environment terminated an episode (fake)")
-
-
 FAKE_ENTRY = AgentEntry(
     name="fake",
     config_cls=FakeConfig,
     model_sizes={"fake_1": 1},
     factory="launcher_fakes:FakeAgent",
-    metrics_check="launcher_fakes:check_no_terminations",
-    launcher_fields=("model_size", "eval_episodes"),
-    continuous_only=True,
+    requirements=EnvRequirements(continuous_actions=True),
+    cpu_seconds_per_step={1: 1e-4},
 )
-FAKE_AGENTS = {"fake": FAKE_ENTRY}
+ENTRY_PATH = "launcher_fakes:FAKE_ENTRY"
 
 
 def fake_config(**sections: Any) -> dict[str, Any]:
     """A composed-config mapping for the fake agent; ``sections`` update the defaults
     section by section (``protocol={"n_timesteps": 40}``)."""
     cfg: dict[str, Any] = {
-        "agent": {"name": "fake", "width": 4, "lr": 0.1},
+        "agent": {"name": "fake", "entry": ENTRY_PATH, "width": 4, "lr": 0.1},
         "model_size": {"agent": "fake", "size": 1},
         "env": {"id": "probe_constant_reward", "action_repeat": 1, "episode_length": 10},
         "protocol": {
@@ -195,3 +206,17 @@ def state_arrays(state: Any) -> dict[str, Any]:
 
     flat, _ = jax.tree_util.tree_flatten_with_path(to_raw(state))
     return {jax.tree_util.keystr(p): np.asarray(x) for p, x in flat}
+
+
+def tree_digest(root: Any) -> dict[str, str]:
+    """``{relative path: sha256 of its bytes}`` of every file under ``root`` (directories
+    as ``"dir"``): a refused or no-op launch must leave it unchanged."""
+    import hashlib
+    from pathlib import Path
+
+    root = Path(root)
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher_fakes import FAKE_AGENTS, fake_config, make_fake_env, state_arrays
+from launcher_fakes import fake_config, make_fake_env, state_arrays, tree_digest
 
 from launcher.callbacks import Callbacks
 from launcher.config import resolve
@@ -22,11 +22,12 @@ from launcher.report import main as report_main
 from launcher.report import plot_run
 from launcher.run import TIMING_KEYS, run
 from launcher.rundir import read_metrics
+from launcher.summary import summary
 
 
 def launch(run_dir: Path, plot: bool = False, **sections):
-    spec = resolve(fake_config(**sections), FAKE_AGENTS)
-    return run(spec, run_dir, agents=FAKE_AGENTS, make_env=make_fake_env, plot=plot)
+    spec = resolve(fake_config(**sections))
+    return run(spec, run_dir, make_env=make_fake_env, plot=plot)
 
 
 def metric_rows(run_dir: Path, seed: int) -> list[dict]:
@@ -70,8 +71,9 @@ def test_chunks_metrics_and_no_recompilation(base):
 
 
 def test_keeps_last_k_checkpoints(base):
+    # named by env step: chunks 4 and 6 of 10 steps
     steps = sorted(int(p.name) for p in (base.run_dir / "checkpoints").iterdir())
-    assert steps == [4, 6]
+    assert steps == [40, 60]
 
 
 def test_stop_and_relaunch_is_bit_identical(base, tmp_path):
@@ -84,24 +86,30 @@ def test_stop_and_relaunch_is_bit_identical(base, tmp_path):
 
 def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
     shutil.copytree(base.run_dir, tmp_path / "run")
-    again = launch(tmp_path / "run")
-    assert again.resumed_from == 6 and again.chunks_done == 6
-    assert metric_rows(tmp_path / "run", 0) == metric_rows(base.run_dir, 0)
+    before = tree_digest(tmp_path / "run")
+    again = launch(tmp_path / "run", logger={"mode": "offline"})
+    assert again.already_complete and again.chunks_done == 6 and again.resumed_from is None
+    assert again.wandb_dirs == [] and not (tmp_path / "run" / "wandb").exists()
+    assert again.final_eval[0]["Eval/episodic mean reward"] == base.final_eval[0][
+        "Eval/episodic mean reward"
+    ]
+    assert "already complete" in summary(again)
+    assert tree_digest(tmp_path / "run") == before  # nothing written
 
 
 @pytest.mark.filterwarnings(
     "ignore::pytest.PytestUnraisableExceptionWarning"
 )  # orbax, after a failed read
 def test_corrupt_latest_checkpoint_falls_back_with_warning(base, tmp_path, caplog):
-    launch(tmp_path / "run", stop_after_chunks=4)  # checkpoints 2 and 4
-    state_dir = tmp_path / "run" / "checkpoints" / "4" / "state"
+    launch(tmp_path / "run", stop_after_chunks=4)  # checkpoints at steps 20 and 40
+    state_dir = tmp_path / "run" / "checkpoints" / "40" / "state"
     for f in state_dir.rglob("*"):
         if f.is_file() and f.parent.name == "d":
             f.write_bytes(b"\0" * 7)
     with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
         resumed = launch(tmp_path / "run")
     assert resumed.resumed_from == 2
-    assert any("checkpoint 4 is unreadable" in r.message for r in caplog.records)
+    assert any("checkpoint 40 is unreadable" in r.message for r in caplog.records)
     assert len(list((tmp_path / "run" / "corrupt_checkpoints").iterdir())) == 1
     assert_same_run(base, resumed)
 
@@ -114,13 +122,13 @@ def test_no_readable_checkpoint_stops_and_moves_nothing(base, tmp_path):
             f.write_bytes(b"\0" * 7)
     with pytest.raises(ConfigError, match="no checkpoint in .* can be restored"):
         launch(tmp_path / "run")
-    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["4", "6"]
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["40", "60"]
     assert not (tmp_path / "run" / "corrupt_checkpoints").exists()
 
 
 def test_silently_altered_checkpoint_is_caught_by_the_fingerprint(tmp_path, caplog):
     launch(tmp_path / "run", stop_after_chunks=4)
-    meta_file = tmp_path / "run" / "checkpoints" / "4" / "meta" / "metadata"
+    meta_file = tmp_path / "run" / "checkpoints" / "40" / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
     meta["fingerprint"] = "0" * len(meta["fingerprint"])
     meta_file.write_text(json.dumps(meta))
@@ -161,7 +169,7 @@ def test_terminations_are_refused_and_keep_checkpoints(tmp_path):
     with pytest.raises(ConfigError, match="terminated"):
         launch(tmp_path / "run", agent={"terminate_at": 35})
     steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir())
-    assert steps == [2]
+    assert steps == [20]
 
 
 # --------------------------------------------------------------------- callbacks
@@ -210,7 +218,7 @@ def test_callbacks_refuse_other_phases_and_bad_paths():
     with pytest.raises(ConfigError, match="supported phases: pretrain, post_update, eval_metrics"):
         Callbacks.build({"on_target": ["x:y"]})
     with pytest.raises(ConfigError, match="callbacks.pretrain"):
-        resolve(fake_config(callbacks={"pretrain": ["nomodule"]}), FAKE_AGENTS)
+        resolve(fake_config(callbacks={"pretrain": ["nomodule"]}))
     with pytest.raises(ConfigError, match=r"callbacks.post_update\[0\]: cannot import"):
         Callbacks.build({"post_update": ["no_such_module_xyz:fn"]})
 
@@ -249,13 +257,13 @@ def test_report_writes_png_and_refuses_missing_dirs(base, tmp_path, capsys):
 
 
 def test_evaluate_latest_checkpoint(base, tmp_path):
-    out = evaluate_run(base.run_dir, 3, agents=FAKE_AGENTS, make_env=make_fake_env)
+    out = evaluate_run(base.run_dir, 3, make_env=make_fake_env)
     assert out["chunk"] == 6 and out["timestep"] == 60 and out["seeds"] == [0, 1]
     assert [len(r) for r in out["returns"]] == [3, 3]
     params = np.asarray(base.state.params).sum(axis=1)
     np.testing.assert_allclose(np.mean(out["returns"], axis=1), params, atol=3.0)
     with pytest.raises(ConfigError, match="no such run directory"):
-        evaluate_run(tmp_path / "missing", agents=FAKE_AGENTS, make_env=make_fake_env)
+        evaluate_run(tmp_path / "missing", make_env=make_fake_env)
 
 
 def test_progress_bar_shows_steps_rate_returns_and_eta(capsys):

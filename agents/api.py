@@ -1,0 +1,162 @@
+"""The agent protocol: what the launcher may call, and how an agent plugs in.
+
+An agent is a package plus one YAML file. ``conf/agent/<name>.yaml`` names the agent's
+:class:`AgentEntry` by import path (``entry: agents.tdmpc2.entry:ENTRY``); the launcher
+imports that object and nothing else of the package, and talks to the agent only
+through the :class:`Agent` protocol below. Adding an agent never edits ``launcher/``.
+
+Data flow (ARCHITECTURE.md)::
+
+    conf/agent/<name>.yaml -> AgentEntry.config_cls (frozen dataclass, model-size preset)
+    AgentEntry.make(config, env, total_env_steps) -> Agent (pure functions of one seed)
+    launcher: jit(vmap(agent.train, in_axes=(0, None))) over seeds, chunk by chunk
+
+Every method of :class:`Agent` but :meth:`Agent.check` and :meth:`Agent.ticks_for` is a
+pure JAX function of ONE seed (the launcher vmaps the seed axis); ``ticks`` are absolute
+tick indices, unbatched, so a resumed run continues the same computation exactly.
+
+This module imports neither JAX nor any agent: resolving a config stays cheap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+State = Any  # a pytree of arrays (one seed)
+Metrics = Mapping[str, Any]  # name -> array (scalars or per-episode vectors)
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """One agent on one env for a run of ``total_env_steps`` agent steps.
+
+    The launcher calls exactly these; see each method for shapes and purity.
+    """
+
+    def init(self, key: Any) -> State:
+        """The initial state of one seed from its PRNG key (raw uint32 ``[2]``)."""
+        ...
+
+    def train(self, state: State, ticks: Any) -> tuple[State, Metrics]:
+        """Run the absolute ticks ``ticks`` (int32 ``[C]``, consecutive from the state's
+        own tick; unbatched under the seed vmap). Metrics hold at least ``timestep``
+        (agent env steps, design §2), ``env_frames``, ``Train/n_updates`` and
+        ``Train/episodic mean reward`` (NaN when no episode ended in the chunk)."""
+        ...
+
+    def evaluate(self, state: State, key: Any) -> tuple[State, Metrics]:
+        """Fresh episodes with the agent's eval policy; metrics hold
+        ``Eval/episodic mean reward`` and ``Eval/episode returns`` (``[episodes]``)."""
+        ...
+
+    def counters(self, state: State) -> Metrics:
+        """``timestep``, ``env_frames`` and ``Train/n_updates`` of a state."""
+        ...
+
+    def ticks_for(self, env_steps: int) -> int:
+        """Host: the number of ticks that take ``env_steps`` agent steps."""
+        ...
+
+    def check(self, metrics: Mapping[str, Any]) -> None:
+        """Host, after every train chunk, on the chunk's per-seed metrics (numpy, leading
+        seed axis). Raises ValueError with a message for data the agent cannot train on
+        (e.g. terminations for an agent that assumes fixed-length episodes)."""
+        ...
+
+    def migrate(self, state: State, saved_env_steps: int) -> State:
+        """One seed's ``state``, saved by this agent built for a run of
+        ``saved_env_steps`` agent steps, carried into this agent's shapes (a resumed run
+        whose length changed: the replay is sized by the run's length, design §5.6).
+        Pure (the launcher vmaps and jits it); raises ValueError when it cannot be done
+        exactly."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvRequirements:
+    """Which envs an agent can run, judged from the env's static facts (``envs.facts``).
+
+    Attributes:
+      continuous_actions: refuses discrete-action envs.
+      fixed_length: refuses envs whose episodes can terminate before the time limit.
+    """
+
+    continuous_actions: bool = False
+    fixed_length: bool = False
+
+    def problems(self, facts: Any) -> list[str]:
+        """What about an env (anything with ``discrete`` and ``can_terminate``) the agent
+        cannot run, as short phrases; empty when it can run it."""
+        out = []
+        if self.continuous_actions and facts.discrete:
+            out.append("has discrete actions")
+        if self.fixed_length and facts.can_terminate:
+            out.append("can terminate")
+        return out
+
+    def needs(self) -> str:
+        """The requirements as a phrase (``continuous actions and fixed-length episodes``)."""
+        words = [
+            word
+            for word, flag in (
+                ("continuous actions", self.continuous_actions),
+                ("fixed-length episodes", self.fixed_length),
+            )
+            if flag
+        ]
+        return " and ".join(words) or "nothing"
+
+    def check(self, facts: Any, agent: str) -> None:
+        """Raise ValueError naming the env, what it has and what ``agent`` needs."""
+        problems = self.problems(facts)
+        if problems:
+            raise ValueError(
+                f"env {facts.env_id!r} {' and '.join(problems)}, and {agent} needs {self.needs()}"
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentEntry:
+    """How the launcher builds and checks one agent (exported by the agent's package).
+
+    Attributes:
+      name: the agent's name (``conf/agent/<name>.yaml``'s ``name``).
+      config_cls: the agent's frozen config dataclass.
+      model_sizes: ``model_size`` option name -> preset value given to the config's
+        ``model_size`` field (``tdmpc2_5`` -> 5).
+      factory: ``"module:attr"`` of ``(config, env, total_env_steps) -> Agent``.
+      requirements: the envs it can run (checked by the launcher from the env's facts).
+      launcher_fields: config fields set by the launcher, never from ``agent.*``
+        (``model_size``, ``eval_episodes``) plus internal flags.
+      bounds: field -> inclusive (low, high) (None: unbounded), checked when the config
+        is resolved; a value of None (a derived default) is not checked.
+      cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
+        step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
+        estimate a launch's wall time on a machine without an accelerator.
+    """
+
+    name: str
+    config_cls: type
+    model_sizes: Mapping[str, Any]
+    factory: str
+    requirements: EnvRequirements = EnvRequirements()
+    launcher_fields: tuple[str, ...] = ("model_size", "eval_episodes")
+    bounds: Mapping[str, tuple[float | None, float | None]] = dataclasses.field(
+        default_factory=dict
+    )
+    cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
+
+    def make(self, config: Any, env: Any, total_env_steps: int) -> Agent:
+        """Build the agent (imports its module now)."""
+        return load(self.factory)(config, env, total_env_steps)
+
+
+def load(path: str) -> Callable[..., Any] | Any:
+    """The object at ``"package.module:attr"`` (ImportError / AttributeError if absent)."""
+    module, sep, attr = path.partition(":")
+    if not sep or not module or not attr:
+        raise ImportError(f"{path!r} is not an import path; write 'package.module:attr'")
+    return getattr(importlib.import_module(module), attr)

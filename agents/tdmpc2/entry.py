@@ -1,0 +1,63 @@
+"""TD-MPC2's launcher entry: config class, model-size presets, bounds, env requirements.
+
+Named by ``conf/agent/tdmpc2.yaml`` (``entry: agents.tdmpc2.entry:ENTRY``). Importing
+this module imports no JAX; the agent itself (:mod:`agents.tdmpc2.agent`) is imported
+only when a run builds it.
+"""
+
+from __future__ import annotations
+
+from agents.api import AgentEntry, EnvRequirements
+from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
+
+# The reference bootstraps every episode end as a time limit (T31) and has no discrete
+# policy: fixed-length, continuous-control tasks only (design §4.4, §8).
+REQUIREMENTS = EnvRequirements(continuous_actions=True, fixed_length=True)
+
+_POSITIVE = (
+    "enc_dim",
+    "mlp_dim",
+    "latent_dim",
+    "num_enc_layers",
+    "num_q",
+    "simnorm_dim",
+    "num_bins",
+    "horizon",
+    "batch_size",
+    "buffer_size",
+    "seed_steps",
+    "iterations",
+    "num_samples",
+    "num_elites",
+    "n_envs",
+)
+_UNIT = ("dropout", "rho", "tau", "gamma", "discount_min", "discount_max")
+_NON_NEGATIVE = (
+    "num_pi_trajs",
+    "vmax",
+    "discount_denom",
+    "learning_rate",
+    "enc_lr_scale",
+    "grad_clip_norm",
+    "temperature",
+    "min_std",
+    "max_std",
+)
+
+ENTRY = AgentEntry(
+    name="tdmpc2",
+    config_cls=TDMPC2Config,
+    model_sizes={f"tdmpc2_{s}": s for s in MODEL_SIZES},
+    factory="agents.tdmpc2.agent:TDMPC2",
+    requirements=REQUIREMENTS,
+    launcher_fields=("model_size", "eval_episodes", "resolved"),
+    bounds={
+        **{f: (1, None) for f in _POSITIVE},
+        **{f: (0, 1) for f in _UNIT},
+        **{f: (0, None) for f in _NON_NEGATIVE},
+    },
+    # One agent step = one plan + one update, one seed pinned to one core
+    # (docs/PERFORMANCE.md: the learning checks' CPU time per step at size 1, the
+    # speed table's plan + update at size 5). Larger presets are not measured.
+    cpu_seconds_per_step={1: 0.40, 5: 0.95},
+)

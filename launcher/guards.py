@@ -1,0 +1,202 @@
+"""Checks that stop a launch before it wastes hours or writes something wrong.
+
+* :func:`check_cpu_budget`: on a machine without an accelerator, a launch whose
+  estimated wall time exceeds :data:`CPU_HOURS_LIMIT` is refused (exit 2) unless
+  confirmed with ``+allow_long_cpu_run=true``. The estimate is the agent's measured CPU
+  seconds per agent step (:attr:`agents.api.AgentEntry.cpu_seconds_per_step`) x steps x
+  seeds, the seeds spread over the cores.
+* :func:`check_run_dir_path`: the run directory (or a parent) is a file, or is not
+  writable.
+* :func:`check_metrics` / :func:`nonfinite_leaves`: a non-finite loss or parameter, or a
+  loss past ``+max_abs_loss``, stops the run before the chunk is checkpointed.
+* :class:`RunLock`: one launch per run directory at a time.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import functools
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from launcher.errors import ConfigError, RunStopped
+from launcher.schema import RunSpec
+
+CPU_HOURS_LIMIT = 4.0
+# Metrics that may be NaN by contract (no episode ended in the chunk; agents/api.py).
+MAY_BE_NAN = ("Train/episodic mean reward",)
+CPU_SIZED = "protocol=quick env=pendulum"
+
+
+# ------------------------------------------------------------------- CPU time
+def estimate_cpu_seconds(spec: RunSpec, cores: int | None = None) -> tuple[float, float, bool]:
+    """(wall seconds, CPU seconds per agent step per seed, exact preset?) of a launch on
+    ``cores`` CPU cores (default: this machine's). An unmeasured preset is estimated
+    with the largest measured one (a lower bound)."""
+    table = spec.entry.cpu_seconds_per_step
+    if not table:
+        return 0.0, 0.0, False
+    size = getattr(spec.agent, "model_size", None)
+    measured = size in table
+    per_step = table[size] if measured else max(table.values())
+    seeds = len(spec.protocol.seeds)
+    cores = cores or os.cpu_count() or 1
+    wall = per_step * spec.protocol.n_timesteps * seeds / max(1, min(seeds, cores))
+    return wall, per_step, measured
+
+
+def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
+    """Refuse a launch estimated to take more than :data:`CPU_HOURS_LIMIT` hours on CPU."""
+    if spec.control.allow_long_cpu_run:
+        return
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    if backend != "cpu":
+        return
+    wall, per_step, measured = estimate_cpu_seconds(spec)
+    if wall <= CPU_HOURS_LIMIT * 3600:
+        return
+    bound = "" if measured else "at least "
+    raise ConfigError(
+        f"protocol={spec.protocol.name}: this machine has no accelerator, and "
+        f"{spec.protocol.n_timesteps:,} steps x {len(spec.protocol.seeds)} seed(s) of "
+        f"agent={spec.agent_name} would take {bound}{_duration(wall)} on its CPU "
+        f"({per_step:.2f} s per step per seed, measured); run {CPU_SIZED} for a CPU-sized "
+        "job, or add +allow_long_cpu_run=true to start it anyway"
+    )
+
+
+def _duration(seconds: float) -> str:
+    hours = seconds / 3600
+    return f"{hours:,.1f} hours" if hours < 48 else f"{hours / 24:,.0f} days"
+
+
+# ------------------------------------------------------------------- run dirs
+def check_run_dir_path(path: Path | str) -> None:
+    """Refuse a run directory that is a file, lies under a file, or cannot be written."""
+    path = Path(path).absolute()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"hydra.run.dir: {path} is a file, not a directory; choose another path")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(
+            f"hydra.run.dir: {path} lies under the file {probe}; choose another path"
+        )
+    if not os.access(probe, os.W_OK | os.X_OK):
+        what = "the run directory" if probe == path else f"its parent {probe}"
+        raise ConfigError(
+            f"hydra.run.dir: {path}: {what} is not writable; choose another path or fix "
+            "its permissions"
+        )
+    for sub in ("checkpoints", "metrics"):
+        inner = path / sub
+        if inner.exists() and not os.access(inner, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"hydra.run.dir: {inner} is not writable; fix its permissions to resume"
+            )
+
+
+class RunLock:
+    """An exclusive ``flock`` on the run directory itself (no file is created; released
+    by the kernel when the process dies, ``kill -9`` included)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise ConfigError(
+                    f"run dir {self.path} is in use by another launch (locked); wait for it "
+                    "to finish or choose another hydra.run.dir"
+                ) from None
+            raise
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+# ------------------------------------------------------------------- training
+def check_metrics(
+    metrics: Mapping[str, np.ndarray], chunk: int, max_abs_loss: float | None = None
+) -> None:
+    """Stop (RunStopped) on a non-finite float metric (but :data:`MAY_BE_NAN`) or a loss
+    (a metric whose name contains ``loss``) past ``max_abs_loss``."""
+    for key, value in metrics.items():
+        value = np.asarray(value)
+        if key in MAY_BE_NAN or not np.issubdtype(value.dtype, np.floating):
+            continue
+        bad = ~np.isfinite(value)
+        if bad.any():
+            raise RunStopped(
+                f"chunk {chunk}: metric {key!r} is not finite ({_seeds(bad)}); the run stops "
+                "here and its last checkpoint is kept (lower the learning rate?)"
+            )
+        if max_abs_loss is not None and "loss" in key.lower():
+            big = np.abs(value) > max_abs_loss
+            if big.any():
+                raise RunStopped(
+                    f"chunk {chunk}: metric {key!r} = {float(np.max(np.abs(value))):.4g} "
+                    f"exceeds max_abs_loss={max_abs_loss:g} ({_seeds(big)}); the run stops "
+                    "here and its last checkpoint is kept"
+                )
+
+
+def _seeds(mask: np.ndarray) -> str:
+    where = np.flatnonzero(np.asarray(mask).reshape(mask.shape[0], -1).any(axis=1))
+    return f"seed index {', '.join(str(int(i)) for i in where)}"
+
+
+def nonfinite_leaves(state: Any) -> list[str]:
+    """Paths of the floating-point leaves of ``state`` holding a NaN or an infinity."""
+    import jax
+    import jax.numpy as jnp
+
+    flat, _ = jax.tree_util.tree_flatten_with_path(state)
+    floats = [(p, x) for p, x in flat if jnp.issubdtype(x.dtype, jnp.inexact)]
+    ok = jax.device_get(_all_finite([x for _, x in floats]))
+    return [jax.tree_util.keystr(p) for (p, _), good in zip(floats, ok, strict=True) if not good]
+
+
+def _all_finite(leaves: list[Any]) -> list[Any]:
+    return _finite_program()(leaves)
+
+
+@functools.cache
+def _finite_program() -> Any:
+    """One jitted per-leaf finiteness test (traced once per state structure)."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.jit(lambda xs: [jnp.all(jnp.isfinite(x)) for x in xs])
+
+
+def check_state(state: Any, chunk: int) -> None:
+    """Stop (RunStopped) when a parameter or any float state leaf is not finite."""
+    bad = nonfinite_leaves(state)
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise RunStopped(
+            f"chunk {chunk}: state leaf {', '.join(bad[:3])}{more} is not finite; the run "
+            "stops here and its last checkpoint is kept"
+        )
+
+

@@ -1,0 +1,103 @@
+"""A run's identity, its hash and its name; diffs between two configs.
+
+The *identity* of a run is everything that determines its results: agent, model size,
+env, protocol and callbacks. The logger and the run-control keys are not part of it.
+Two forms exist, each for one job:
+
+* :func:`composed_hash` / :func:`run_name` read the *composed* mapping (Hydra's output,
+  before validation). The run directory is named from it inside Hydra's interpolation
+  (``${launcher_run_name:}``), which must be cheap and never fail, so nothing is
+  validated there; the job resolves its config once, afterwards.
+* :func:`identity` reads a validated :class:`launcher.schema.RunSpec` (presets folded in,
+  defaults filled); ``run.json`` stores it and a relaunch is diffed against it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+IDENTITY_SECTIONS = ("agent", "model_size", "env", "protocol", "callbacks")
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready copy: tuples -> lists, mappings -> dicts with str keys."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def identity(spec: Any) -> dict[str, Any]:
+    """Everything that determines a run's results, as plain JSON data."""
+    return plain(
+        {
+            "agent": {"name": spec.agent_name, **dataclasses.asdict(spec.agent)},
+            "env": dataclasses.asdict(spec.env),
+            "protocol": dataclasses.asdict(spec.protocol),
+            "callbacks": dataclasses.asdict(spec.callbacks),
+        }
+    )
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON (sorted keys, no whitespace) of plain data."""
+    return json.dumps(plain(data), sort_keys=True, separators=(",", ":"))
+
+
+def config_hash(ident: Mapping[str, Any]) -> str:
+    """10 hex digits of the SHA-256 of :func:`canonical_json`."""
+    return hashlib.sha256(canonical_json(ident).encode()).hexdigest()[:10]
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mapping -> ``{"a.b.c": leaf}``."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
+
+
+def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The dotted keys whose values differ: ``[(key, old, new)]``, sorted by key."""
+    a, b = flatten(plain(old)), flatten(plain(new))
+    missing = object()
+    keys = sorted(set(a) | set(b))
+    out = []
+    for key in keys:
+        va, vb = a.get(key, missing), b.get(key, missing)
+        if va != vb:
+            out.append((key, None if va is missing else va, None if vb is missing else vb))
+    return out
+
+
+def composed_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity sections of a composed config mapping (missing ones left out)."""
+    return {k: plain(cfg[k]) for k in IDENTITY_SECTIONS if k in cfg}
+
+
+def composed_hash(cfg: Mapping[str, Any]) -> str:
+    """10 hex digits naming a run from its composed config (no validation)."""
+    return config_hash(composed_identity(cfg))
+
+
+def run_name(cfg: Mapping[str, Any]) -> str:
+    """``<agent>-<env>-<protocol>-<hash>`` of a composed config (no validation; a
+    missing part reads ``unknown``)."""
+
+    def part(section: str, key: str) -> str:
+        value = cfg.get(section)
+        value = value.get(key) if isinstance(value, Mapping) else None
+        return str(value) if value not in (None, "") else "unknown"
+
+    return "-".join(
+        [part("agent", "name"), part("env", "id"), part("protocol", "name"), composed_hash(cfg)]
+    )

@@ -1,0 +1,122 @@
+"""The agent's pure functions of one seed, vmapped over seeds, jitted, compiled ahead.
+
+    init      = jit(vmap(agent.init))
+    train     = jit(vmap(agent.train, in_axes=(0, None)))     ticks unbatched
+    evaluate  = jit(vmap(agent.evaluate))
+    migrate   = jit(vmap(agent.migrate))                       resumed runs of a new length
+
+``train`` is compiled ahead of its first call (:meth:`SeedProgram.compile_train`), so
+the run loop can show "compiling" and keep compile time out of its steps/s. Every
+chunk has the same number of ticks, so it compiles once (a shorter last chunk once
+more). With several local devices the seed axis is sharded over them
+(``jax.sharding``; the largest device count that divides the number of seeds).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from agents.api import Agent
+
+
+class SeedProgram:
+    """One agent's seed-batched programs.
+
+    Attributes:
+      n_devices: devices the seed axis is sharded over (1 = no sharding).
+      seed_sharding: the sharding of every seed-batched array (None if unsharded).
+    """
+
+    def __init__(self, agent: Agent, n_seeds: int, shard: bool = True) -> None:
+        self.agent = agent
+        self.traces = {"init": 0, "train": 0, "evaluate": 0}
+        devices = jax.local_devices()
+        count = len(devices) if shard else 1
+        self.n_devices = max(d for d in range(1, count + 1) if n_seeds % d == 0)
+        self._compiled: dict[int, Any] = {}
+        init = jax.vmap(self._counted("init", agent.init))
+        train = jax.vmap(self._counted("train", agent.train), in_axes=(0, None))
+        evaluate = jax.vmap(self._counted("evaluate", agent.evaluate))
+        if self.n_devices > 1:
+            from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+            mesh = Mesh(np.asarray(devices[: self.n_devices]), ("seed",))
+            seeded = NamedSharding(mesh, PartitionSpec("seed"))
+            whole = NamedSharding(mesh, PartitionSpec())
+            self.seed_sharding: Any = seeded
+            self.init = jax.jit(init, in_shardings=seeded, out_shardings=seeded)
+            self._train = jax.jit(
+                train, in_shardings=(seeded, whole), out_shardings=(seeded, seeded)
+            )
+            self.evaluate = jax.jit(
+                evaluate, in_shardings=(seeded, seeded), out_shardings=(seeded, seeded)
+            )
+        else:
+            self.seed_sharding = None
+            self.init = jax.jit(init)
+            self._train = jax.jit(train)
+            self.evaluate = jax.jit(evaluate)
+
+    def _counted(self, name: str, fn: Any) -> Any:
+        """``fn`` that counts its traces (each trace of a jitted function is a compile)."""
+
+        def traced(*args: Any) -> Any:
+            self.traces[name] += 1
+            return fn(*args)
+
+        traced.__name__ = traced.__qualname__ = name  # names the compiled program
+        return traced
+
+    # ------------------------------------------------------------------- train
+    def is_compiled(self, n_ticks: int) -> bool:
+        return n_ticks in self._compiled
+
+    def compile_train(self, state: Any, n_ticks: int) -> None:
+        """Trace, lower and compile ``train`` for chunks of ``n_ticks`` (persistent-cache
+        hits load instead of compiling)."""
+        if n_ticks not in self._compiled:
+            ticks = jax.ShapeDtypeStruct((n_ticks,), jnp.int32)
+            self._compiled[n_ticks] = self._train.lower(state, ticks).compile()
+
+    def train(self, state: Any, ticks: jax.Array) -> tuple[Any, Any]:
+        """One chunk: the absolute ``ticks`` for every seed."""
+        self.compile_train(state, int(ticks.shape[0]))
+        return self._compiled[int(ticks.shape[0])](state, ticks)
+
+    # ----------------------------------------------------------------- helpers
+    def place(self, x: Any) -> Any:
+        """Put a seed-batched host array / pytree on the devices."""
+        if self.seed_sharding is None:
+            return jax.device_put(x)
+        return jax.device_put(x, self.seed_sharding)
+
+    def abstract(self, keys: jax.Array, agent: Agent | None = None) -> Any:
+        """Shape/dtype/sharding structs of the initial state (of ``agent``, default ours)."""
+        shapes = jax.eval_shape(jax.vmap((agent or self.agent).init), keys)
+        sharding = self.seed_sharding or jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sharding), shapes
+        )
+
+    def migrate(self, state: Any, saved_env_steps: int) -> Any:
+        """``agent.migrate`` over seeds (a resumed run whose length changed)."""
+        fn = jax.jit(jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)))
+        return self.place(fn(state))
+
+    def compiles(self) -> dict[str, int]:
+        """How many times each jitted function was traced, hence compiled (the
+        no-recompilation test). ``abstract`` traces ``init`` once more, uncompiled."""
+        return dict(self.traces)
+
+
+def seed_keys(seeds: Sequence[int]) -> tuple[jax.Array, jax.Array]:
+    """(init keys, eval keys), raw uint32 ``[n_seeds, 2]``, from the seeds alone."""
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds])
+    pairs = jax.vmap(jax.random.split)(keys)
+    return pairs[:, 0], pairs[:, 1]

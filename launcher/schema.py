@@ -1,0 +1,153 @@
+"""The launcher's frozen config dataclasses: what a validated run is made of.
+
+:func:`launcher.config.resolve` builds them from the composed Hydra config; everything
+downstream (the run loop, the run directory, W&B) reads only these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from launcher.identity import composed_hash, run_name
+
+CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics")
+LOGGER_MODES = ("offline", "online", "disabled")
+RESUME_MODES = ("auto", "force")
+# Keys a `+resume=force` relaunch may change (design: extending a run's length).
+FORCE_CHANGEABLE = ("protocol.n_timesteps",)
+RUN_CONTROL = ("resume", "stop_after_chunks", "allow_long_cpu_run", "max_abs_loss")
+TOP_LEVEL = ("agent", "model_size", "env", "protocol", "logger", "callbacks", *RUN_CONTROL)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpecConfig:
+    """Which env to build: ``envs.make(id, action_repeat, episode_length)``.
+
+    Attributes:
+      id: a registered env id (``envs.list_envs()``).
+      action_repeat: backend steps per agent step (DMC protocol of both papers: 2).
+      episode_length: the time limit in *backend* steps; None = the backend's own.
+    """
+
+    id: str
+    action_repeat: int = 1
+    episode_length: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How long and how a run trains, logs, evaluates and checkpoints.
+
+    All frequencies count agent env steps (``timestep``, design §2). The run is cut
+    into chunks of ``log_frequency`` env steps, each one call of the jitted train
+    function; evaluations and checkpoints happen between chunks, so their frequencies
+    are multiples of it. The last chunk is always evaluated (when evaluating at all)
+    and checkpointed.
+
+    Attributes:
+      name: the protocol's name (``quick``, ``smoke``, ``learning_check``, ``paper``).
+      seeds: the seeds run side by side (vmapped, sharded over local devices).
+      n_timesteps: the run's length in agent env steps; also sizes the replay (§5.6).
+      log_frequency: env steps per chunk.
+      eval_frequency: env steps between evaluations; 0 = no evaluation.
+      eval_episodes: episodes per evaluation (sets the agent's ``eval_episodes``).
+      eval_at_start: evaluate the untrained agent at step 0 (the TD-MPC2 protocol).
+      checkpoint_frequency: env steps between checkpoints.
+      keep_checkpoints: how many of the latest checkpoints to keep.
+      shard_seeds: shard the seed axis over the local devices when there are several.
+    """
+
+    name: str
+    seeds: tuple[int, ...]
+    n_timesteps: int
+    log_frequency: int
+    eval_frequency: int = 0
+    eval_episodes: int = 10
+    eval_at_start: bool = False
+    checkpoint_frequency: int = 0
+    keep_checkpoints: int = 2
+    shard_seeds: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class LoggerSpec:
+    """Where metrics go besides the local per-seed JSONL files (always written).
+
+    Attributes:
+      mode: W&B mode: ``offline`` (default; no account or network), ``online``,
+        ``disabled``.
+      project, entity: the W&B project and entity (None = the account's default).
+      group: the W&B group of the per-seed runs; None = the experiment name.
+      tags: W&B tags.
+      progress: show the progress bar.
+    """
+
+    mode: str = "offline"
+    project: str = "wmrl"
+    entity: str | None = None
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    progress: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class CallbackSpec:
+    """Import paths (``package.module:function``) of the user hooks per phase (§5.7)."""
+
+    pretrain: tuple[str, ...] = ()
+    post_update: tuple[str, ...] = ()
+    eval_metrics: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunControl:
+    """Per-launch switches, not part of the run's identity.
+
+    Attributes:
+      resume: ``auto`` (continue the run dir's own run) or ``force`` (also accept a
+        changed ``protocol.n_timesteps``).
+      stop_after_chunks: stop this launch after this many chunks (checkpointed), e.g.
+        for a job with a time limit; a relaunch resumes. None = run to the end.
+      allow_long_cpu_run: start a launch whose estimated wall time on a machine without
+        an accelerator exceeds :data:`launcher.guards.CPU_HOURS_LIMIT` hours.
+      max_abs_loss: stop the run when a metric named like a loss (``*loss*``)
+        exceeds this in absolute value (divergence); non-finite losses always stop it.
+    """
+
+    resume: str = "auto"
+    stop_after_chunks: int | None = None
+    allow_long_cpu_run: bool = False
+    max_abs_loss: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """A validated run: the agent's frozen config plus env, protocol, logger, callbacks.
+
+    ``agent`` is the agent's own config dataclass with the model-size preset and
+    ``eval_episodes`` already set; ``entry`` is the agent's plug-in entry (named by
+    ``conf/agent/<name>.yaml``); ``config`` keeps the composed mapping it was resolved
+    from (stored in the run directory, re-resolvable, and what the run name hashes).
+    """
+
+    agent_name: str
+    agent: Any
+    env: EnvSpecConfig
+    protocol: Protocol
+    entry: Any = dataclasses.field(default=None, compare=False, repr=False)
+    logger: LoggerSpec = LoggerSpec()
+    callbacks: CallbackSpec = CallbackSpec()
+    control: RunControl = RunControl()
+    config: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def config_hash(self) -> str:
+        """10 hex digits of the SHA-256 of the composed identity sections."""
+        return composed_hash(self.config)
+
+    @property
+    def run_name(self) -> str:
+        """``<agent>-<env>-<protocol>-<hash>``: the default run directory and W&B group."""
+        return run_name(self.config)

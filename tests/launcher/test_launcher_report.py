@@ -1,0 +1,252 @@
+"""launcher.report on synthetic run dirs: env-frame x axis (and agent steps), eval
+markers, the seeds' spread band, reference curves, errors and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from launcher.errors import ConfigError
+from launcher.report import (
+    BAND_LABEL,
+    build_figure,
+    load_curves,
+    load_reference,
+    main,
+    mean_curve,
+    panel_series,
+    plot_run,
+    spread_band,
+)
+
+TRAIN, EVAL = "Train/episodic mean reward", "Eval/episodic mean reward"
+
+
+def train_row(chunk: int, t: int, y: float, repeat: int | None = 2) -> dict:
+    row = {"kind": "train", "chunk": chunk, "timestep": t, TRAIN: y}
+    if repeat is not None:
+        row["env_frames"] = t * repeat
+    return row
+
+
+def eval_row(chunk: int, t: int, y: float, **extra) -> dict:
+    return {"kind": "eval", "chunk": chunk, "timestep": t, EVAL: y, **extra}
+
+
+def make_run(
+    root: Path,
+    seeds: dict[int, list[dict]],
+    repeat: int | None = 2,
+    where: str = "identity",
+) -> Path:
+    """A run dir with ``metrics/seed_<s>.jsonl`` and (repeat given) a run.json holding
+    the action repeat in ``identity.env`` or ``env_spec``."""
+    run_dir = root / "run"
+    (run_dir / "metrics").mkdir(parents=True)
+    for seed, rows in seeds.items():
+        text = "".join(json.dumps(r) + "\n" for r in rows)
+        (run_dir / "metrics" / f"seed_{seed}.jsonl").write_text(text)
+    if repeat is not None:
+        env = {"id": "probe", "action_repeat": repeat}
+        data = {"identity": {"env": env}} if where == "identity" else {"env_spec": env}
+        (run_dir / "run.json").write_text(json.dumps(data))
+    return run_dir
+
+
+def two_seed_run(root: Path, repeat: int | None = 2, **kw) -> Path:
+    """Seeds 0 and 1: train at t=10,20,30 (seed 1 lacks t=30), eval at t=0 and 20."""
+    seeds = {
+        0: [
+            eval_row(0, 0, 1.0),
+            train_row(1, 10, 2.0),
+            train_row(2, 20, 4.0),
+            eval_row(2, 20, 5.0),
+            train_row(3, 30, 6.0),
+        ],
+        1: [
+            eval_row(0, 0, 3.0),
+            train_row(1, 10, 4.0),
+            train_row(2, 20, 8.0),
+            eval_row(2, 20, 9.0),
+        ],
+    }
+    return make_run(root, seeds, repeat, **kw)
+
+
+def write_csv(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def by_kind(panels):
+    return {p.kind: p for p in panels}
+
+
+# ------------------------------------------------------------------------- x axis
+@pytest.mark.parametrize("where", ["identity", "env_spec"])
+def test_default_x_is_env_frames_eval_from_run_json(tmp_path, where):
+    panels = by_kind(panel_series(two_seed_run(tmp_path, repeat=2, where=where)))
+    train, ev = panels["train"], panels["eval"]
+    assert train.seeds[0] == [(20, 2.0), (40, 4.0), (60, 6.0)]  # row env_frames
+    assert ev.seeds[0] == [(0, 1.0), (40, 5.0)]  # timestep x action repeat 2
+    assert ev.seeds[1] == [(0, 3.0), (40, 9.0)]
+    for panel in panels.values():
+        assert "env frames" in panel.xlabel and "action repeat 2" in panel.xlabel
+        assert not panel.frames_fallback
+
+
+def test_row_env_frames_win_over_run_json(tmp_path):
+    seeds = {0: [eval_row(0, 10, 1.0, env_frames=30), eval_row(1, 20, 2.0)]}
+    ev = by_kind(panel_series(make_run(tmp_path, seeds, repeat=2)))["eval"]
+    assert ev.seeds[0] == [(30, 1.0), (40, 2.0)]
+
+
+def test_agent_steps_axis(tmp_path):
+    run_dir = two_seed_run(tmp_path)
+    panels = by_kind(panel_series(run_dir, x="agent_steps"))
+    assert panels["train"].seeds[0] == [(10, 2.0), (20, 4.0), (30, 6.0)]
+    assert panels["eval"].seeds[1] == [(0, 3.0), (20, 9.0)]
+    assert all(p.xlabel.startswith("agent steps") for p in panels.values())
+    assert "env frames" not in panels["eval"].xlabel
+    with pytest.raises(ConfigError, match="env_frames, agent_steps"):
+        panel_series(run_dir, x="frames")
+
+
+def test_no_action_repeat_anywhere_falls_back_to_agent_steps_with_a_note(tmp_path):
+    panels = by_kind(panel_series(two_seed_run(tmp_path, repeat=None)))
+    ev, train = panels["eval"], panels["train"]
+    assert ev.frames_fallback and ev.seeds[0] == [(0, 1.0), (20, 5.0)]
+    assert ev.xlabel.startswith("agent steps") and "env frames unknown" in ev.xlabel
+    assert not train.frames_fallback and train.seeds[0][0] == (20, 2.0)
+    assert train.xlabel.startswith("env frames")
+
+
+def test_load_curves_and_mean_curve_keep_their_meaning(tmp_path):
+    run_dir = two_seed_run(tmp_path)
+    curves = load_curves(run_dir)  # agent steps, as before
+    assert curves["train"][0] == [(10, 2.0), (20, 4.0), (30, 6.0)]
+    assert curves["eval"][1] == [(0, 3.0), (20, 9.0)]
+    assert mean_curve(curves["train"]) == [(10, 3.0), (20, 6.0)]
+    assert mean_curve({}) == []
+    assert load_curves(run_dir, x="env_frames")["eval"][0] == [(0, 1.0), (40, 5.0)]
+
+
+# ------------------------------------------------------------- mean, band, markers
+def test_mean_and_band_at_common_x(tmp_path):
+    panels = by_kind(panel_series(two_seed_run(tmp_path)))
+    train = panels["train"]
+    assert train.mean == [(20, 3.0), (40, 6.0)]  # t=30 only in seed 0
+    assert train.band == [(20, 2.0, 4.0), (40, 4.0, 8.0)]
+    assert panels["eval"].band == [(0, 1.0, 3.0), (40, 5.0, 9.0)]
+    assert spread_band({0: [(1, 2.0)]}) == []
+
+
+def test_single_seed_has_no_mean_or_band(tmp_path):
+    seeds = {3: [train_row(1, 10, 1.0), eval_row(1, 10, 2.0)]}
+    for panel in panel_series(make_run(tmp_path, seeds)):
+        assert list(panel.seeds) == [3] and panel.mean == [] and panel.band == []
+
+
+def legend_texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_eval_lines_have_markers_even_with_one_point_per_seed(tmp_path):
+    seeds = {
+        s: [train_row(1, 10, s), train_row(2, 20, s + 1.0), eval_row(2, 20, 5.0 + s)]
+        for s in (0, 1)
+    }
+    fig = build_figure(panel_series(make_run(tmp_path, seeds)), "demo")
+    train_ax, eval_ax = fig.axes
+    eval_lines = eval_ax.get_lines()
+    assert {ln.get_label() for ln in eval_lines} >= {"seed 0", "seed 1", "mean of 2"}
+    for line in eval_lines:
+        assert len(line.get_xdata()) == 1
+        assert line.get_marker() not in (None, "None", "", " ") and line.get_markersize() > 0
+    # the one-x band is drawn as a bar, labelled in the legend
+    assert any(c.get_label() == BAND_LABEL for c in eval_ax.collections)
+    assert BAND_LABEL in legend_texts(eval_ax) and BAND_LABEL in legend_texts(train_ax)
+    # multi-point multi-seed train lines stay plain
+    seed_lines = [ln for ln in train_ax.get_lines() if ln.get_label().startswith("seed")]
+    assert all(ln.get_marker() in (None, "None", "") for ln in seed_lines)
+
+
+def test_figure_band_is_shaded_between_min_and_max(tmp_path):
+    fig = build_figure(panel_series(two_seed_run(tmp_path)))
+    train_ax = fig.axes[0]
+    (band,) = [c for c in train_ax.collections if c.get_label() == BAND_LABEL]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(2.0) and ys.max() == pytest.approx(8.0)
+
+
+# ---------------------------------------------------------------------- reference
+def test_reference_seeds_are_averaged_with_spread(tmp_path):
+    csv = write_csv(
+        tmp_path / "tdmpc2_walker.csv",
+        "env_frames,return,seed\n0,10,0\n0,20,1\n100000,300,0\n100000,500,1\n",
+    )
+    ref = load_reference(csv)
+    assert ref.label == "tdmpc2_walker" and ref.x == [0.0, 100000.0]
+    assert ref.mean == [15.0, 400.0] and ref.lo == [10.0, 300.0] and ref.hi == [20.0, 500.0]
+    assert ref.has_spread
+    panels = by_kind(panel_series(two_seed_run(tmp_path), reference=csv, label="paper"))
+    assert panels["train"].reference is None
+    assert panels["eval"].reference.label == "paper"
+    eval_ax = build_figure(list(panels.values())).axes[1]
+    assert "paper" in legend_texts(eval_ax) and "paper min..max" in legend_texts(eval_ax)
+    (line,) = [ln for ln in eval_ax.get_lines() if ln.get_label() == "paper"]
+    assert list(line.get_ydata()) == [15.0, 400.0]
+
+
+@pytest.mark.parametrize(
+    "text", ["step,episode_reward\n0,1\n50,2\n", " Frames , Mean \n0,1\n50,2\n\n"]
+)
+def test_reference_column_aliases(tmp_path, text):
+    ref = load_reference(write_csv(tmp_path / "r.csv", text))
+    assert ref.x == [0.0, 50.0] and ref.mean == [1.0, 2.0] and not ref.has_spread
+
+
+def test_reference_in_agent_steps_is_divided_by_action_repeat(tmp_path):
+    csv = write_csv(tmp_path / "r.csv", "env_frames,return\n0,1\n200,2\n")
+    ev = by_kind(panel_series(two_seed_run(tmp_path), x="agent_steps", reference=csv))["eval"]
+    assert ev.reference.x == [0.0, 100.0] and ev.reference.label == "r"
+
+
+@pytest.mark.parametrize(
+    "text", [None, "x,y\n1,2\n", "env_frames,return\n", "env_frames,return\n1,abc\n"]
+)
+def test_bad_reference_is_one_config_error(tmp_path, text):
+    path = tmp_path / "ref.csv"
+    if text is not None:
+        write_csv(path, text)
+    with pytest.raises(ConfigError) as info:
+        load_reference(path)
+    msg = str(info.value)
+    assert str(path) in msg and "env_frames" in msg and "return" in msg and "\n" not in msg
+
+
+# ------------------------------------------------------------------ plot_run, CLI
+def test_plot_run_writes_png_and_returns_its_path(tmp_path):
+    run_dir = two_seed_run(tmp_path)
+    csv = write_csv(tmp_path / "ref.csv", "env_frames,return\n0,1\n40,6\n")
+    out = plot_run(run_dir, reference=csv)
+    assert out == run_dir / "plots" / "learning_curves.png"
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert plot_run(run_dir, tmp_path / "s.png", x="agent_steps") == tmp_path / "s.png"
+
+
+def test_cli_x_and_reference(tmp_path, capsys):
+    run_dir = two_seed_run(tmp_path)
+    csv = write_csv(tmp_path / "ref.csv", "step,mean\n0,1\n40,6\n")
+    out = tmp_path / "c.png"
+    args = [str(run_dir), "--out", str(out), "--x", "agent_steps", "--reference", str(csv)]
+    assert main([*args, "--label", "paper"]) == 0
+    assert capsys.readouterr().out.strip() == str(out) and out.exists()
+    missing = tmp_path / "nope.csv"
+    assert main([str(run_dir), "--reference", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and str(missing) in err
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "no such run directory" in capsys.readouterr().err
