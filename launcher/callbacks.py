@@ -24,8 +24,8 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from launcher.schema import CALLBACK_PHASES, CallbackSpec
 from launcher.errors import ConfigError
+from launcher.schema import CALLBACK_PHASES, CallbackSpec
 
 
 def load_callable(path: str, where: str) -> Callable[..., Any]:

@@ -142,8 +142,11 @@ def _job_config(cfg: Any) -> dict[str, Any]:
     """The job's sections of a composed config as plain data (the hydra node dropped)."""
     from omegaconf import OmegaConf
 
-    return {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
-            else cfg[k] for k in cfg if k != "hydra"}
+    return {
+        k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
+        for k in cfg
+        if k != "hydra"
+    }
 
 
 def compose_spec(overrides: Sequence[str] = ()) -> RunSpec:
@@ -219,7 +222,6 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Ru
 
     Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError.
     """
-    from omegaconf import OmegaConf
 
     from launcher import build, guards
 
@@ -299,12 +301,18 @@ def _sweep_jobs(params: Any, overrides: Sequence[str]) -> list[list[str]]:
 
 
 # ----------------------------------------------------------------------- the app
-def _job(cfg: Any) -> None:
-    """Hydra's task function: resolve once, run, print where everything is. Errors
-    propagate, so the Hydra job (and a submitit job) fails with them."""
+def _job(cfg: Any, refused: list[ConfigError]) -> None:
+    """Hydra's task function: resolve once, run, print where everything is.
+
+    In a multirun, errors propagate: the Hydra job fails (Hydra re-raises it in the
+    main process after the other jobs, a submitit one too). A single run hands a
+    ConfigError to :func:`main` through ``refused`` instead, so Hydra adds no
+    "Error executing job" line to the one-line message.
+    """
     import logging
 
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from launcher.cache import enable_compile_cache
     from launcher.run import run
@@ -315,7 +323,10 @@ def _job(cfg: Any) -> None:
         spec = resolve(_job_config(cfg))
         result = run(spec, Path(HydraConfig.get().runtime.output_dir))
     except ConfigError as err:
-        logging.getLogger("launcher").error("error: %s", err)
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            refused.append(err)
+            return
+        logging.getLogger("launcher").error("job failed: %s", err)
         raise
     print(summary(result), flush=True)
 
@@ -323,9 +334,11 @@ def _job(cfg: Any) -> None:
 def _run_hydra(argv: Sequence[str]) -> None:
     import hydra
 
+    refused: list[ConfigError] = []
+
     @hydra.main(version_base=None, config_path=f"pkg://{CONFIG_MODULE}", config_name=CONFIG_NAME)
     def app(cfg: Any) -> None:
-        _job(cfg)
+        _job(cfg, refused)
 
     saved = sys.argv
     sys.argv = [saved[0] if saved else "launcher", *argv]
@@ -333,6 +346,8 @@ def _run_hydra(argv: Sequence[str]) -> None:
         app()
     finally:
         sys.argv = saved
+    if refused:
+        raise refused[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -61,7 +61,9 @@ def evaluate_run(
     ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt, create=False)
     try:
         if not ckpt.steps():
-            raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)")
+            raise ConfigError(
+                f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)"
+            )
         seeds = list(spec.protocol.seeds)
         holder: dict[str, Any] = {}
 

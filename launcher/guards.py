@@ -88,9 +88,7 @@ def check_run_dir_path(path: Path | str) -> None:
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(
-            f"hydra.run.dir: {path} lies under the file {probe}; choose another path"
-        )
+        raise ConfigError(f"hydra.run.dir: {path} lies under the file {probe}; choose another path")
     if not os.access(probe, os.W_OK | os.X_OK):
         what = "the run directory" if probe == path else f"its parent {probe}"
         raise ConfigError(
@@ -198,5 +196,3 @@ def check_state(state: Any, chunk: int) -> None:
             f"chunk {chunk}: state leaf {', '.join(bad[:3])}{more} is not finite; the run "
             "stops here and its last checkpoint is kept"
         )
-
-

@@ -106,7 +106,9 @@ class SeedProgram:
 
     def migrate(self, state: Any, saved_env_steps: int) -> Any:
         """``agent.migrate`` over seeds (a resumed run whose length changed)."""
-        fn = jax.jit(jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)))
+        fn = jax.jit(
+            jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps))
+        )
         return self.place(fn(state))
 
     def compiles(self) -> dict[str, int]:

@@ -37,8 +37,8 @@ from launcher import build, faults, guards
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
 from launcher.errors import ConfigError, RunStopped
-from launcher.progress import Progress
 from launcher.program import SeedProgram, seed_keys
+from launcher.progress import Progress
 from launcher.rows import per_seed_rows, seed_mean, to_host
 from launcher.rundir import RunDir, read_metrics
 from launcher.schema import RunSpec

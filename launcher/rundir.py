@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from launcher.errors import ConfigError
 from launcher.identity import diff, identity
 from launcher.schema import FORCE_CHANGEABLE, RunSpec
-from launcher.errors import ConfigError
 
 RUN_FILE = "run.json"
 WANDB_IDS = "wandb_ids.json"

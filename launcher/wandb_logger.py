@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.schema import LoggerSpec
 from launcher.errors import ConfigError
+from launcher.schema import LoggerSpec
 
 
 class WandbRuns:

@@ -278,5 +278,3 @@ class TDMPC2:
             "Eval/episode returns": returns,
         }
         return state.replace(n_evals=state.n_evals + 1), metrics
-
-

@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.core import EnvSpec
 from agents.api import AgentEntry, EnvRequirements
+from envs.core import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)

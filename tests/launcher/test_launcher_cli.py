@@ -21,9 +21,9 @@ SMOKE = ["protocol=smoke", "env=pendulum", "logger=disabled"]
 # (argv, a fragment the message must contain: the key, and where useful the valid values)
 BATTERY = [
     (["env=walker_wlak"], "env=walker_wlak: unknown option; did you mean walker_walk"),
-    (["agent=sac"], "agent=sac: unknown option; choose one of: tdmpc2"),
+    (["agent=sac"], "agent=sac: unknown option; choose one of: dreamerv3, tdmpc2"),
     (["model_size=5"], "model_size=5: unknown option; did you mean tdmpc2_5"),
-    (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3 (not implemented yet)"),
+    (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
     (["protocol=fast"], "protocol=fast: unknown option; choose one of: learning_check"),
     (["logger=wandb"], "logger=wandb: unknown option; choose one of: disabled, offline, online"),
     (["agent.mlpdim=3"], "agent.mlpdim: unknown key; did you mean mlp_dim?"),
@@ -43,7 +43,7 @@ BATTERY = [
     (["env.action_repeat=0"], "env.action_repeat: must be an int >= 1, got 0"),
     (["env.action_repeat=2"], "env.action_repeat: pendulum: gymnax envs support only"),
     (["env.id=pendulm"], "env.id: unknown env id 'pendulm'; did you mean pendulum"),
-    (["env=cartpole"], "env=cartpole: has discrete actions, and agent=tdmpc2 needs continuous"),
+    (["env=cartpole"], "env=cartpole: has discrete actions and can terminate, and agent=tdmpc2"),
     (["env=mountain_car_continuous"], "env=mountain_car_continuous: can terminate"),
     (["env=walker_walk", "env.episode_length=21"], "env.episode_length: 21 backend steps"),
     (["logger.mode=loud"], "logger.mode: 'loud' is not a W&B mode; choose one of: offline"),

@@ -90,9 +90,10 @@ def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
     again = launch(tmp_path / "run", logger={"mode": "offline"})
     assert again.already_complete and again.chunks_done == 6 and again.resumed_from is None
     assert again.wandb_dirs == [] and not (tmp_path / "run" / "wandb").exists()
-    assert again.final_eval[0]["Eval/episodic mean reward"] == base.final_eval[0][
-        "Eval/episodic mean reward"
-    ]
+    assert (
+        again.final_eval[0]["Eval/episodic mean reward"]
+        == base.final_eval[0]["Eval/episodic mean reward"]
+    )
     assert "already complete" in summary(again)
     assert tree_digest(tmp_path / "run") == before  # nothing written
 

@@ -85,9 +85,12 @@ def test_walker_walk_smoke_runs_and_its_checkpoint_restores(tmp_path):
     stored = json.loads((run_dir / "run.json").read_text())
     assert stored["env_spec"]["episode_length"] == 10 and stored["resolved_agent"]["mlp_dim"] == 32
     # relaunching the same command restores the final checkpoint (verified bit for bit
-    # against its fingerprint) and has nothing left to do
+    # against its fingerprint), says the run is complete and writes nothing: no new
+    # W&B offline run, no metrics rows
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
     again = launcher(*args, cwd=tmp_path)
-    assert "(resumed after chunk 2)" in again.stdout
+    assert "already complete" in again.stdout and "final eval:" in again.stdout
+    assert sorted((run_dir / "wandb").glob("offline-run-*")) == offline
     assert not (run_dir / "corrupt_checkpoints").exists()
     assert len(rows(run_dir)) == 3
 
@@ -95,7 +98,9 @@ def test_walker_walk_smoke_runs_and_its_checkpoint_restores(tmp_path):
 @pytest.mark.slow
 def test_multirun_smoke_with_the_basic_launcher(tmp_path):
     proc = launcher("-m", "env=pendulum,cartpole_balance", *SMOKE, "logger=disabled", cwd=tmp_path)
-    dirs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    dirs = sorted(
+        p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name != ".sweeps"
+    )
     names = [s.run_name for s in (compose_spec([f"env={e}", *SMOKE]) for e in ("pendulum",))]
     assert names[0] in dirs and len(dirs) == 2
     assert any(d.startswith("tdmpc2-cartpole_balance-") for d in dirs)
