@@ -256,7 +256,7 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Ru
         )
     jobs = _sweep_jobs(params, overrides) if multirun else [list(overrides)]
     specs = []
-    for job, cfg in zip(jobs, compose_all(jobs, hydra_node=True), strict=True):
+    for cfg in compose_all(jobs, hydra_node=True):
         spec = resolve(_job_config(cfg))
         build.precheck(spec)
         guards.check_cpu_budget(spec)
