@@ -1,14 +1,18 @@
 """The experiment launcher: Hydra configs -> frozen dataclasses -> seed-vmapped chunked runs.
 
-    python -m launcher agent=tdmpc2 env=walker_walk              # the paper protocol
-    python -m launcher env=pendulum protocol=quick               # learns on a CPU in minutes
+    python -m launcher env=walker_walk               # the paper protocol (accelerator)
+    python -m launcher env=pendulum protocol=quick   # learns on a CPU in minutes
     python -m launcher -m env=pendulum,cartpole_balance protocol=smoke
-    python -m launcher --cfg job                                 # print the composed config
-    python -m launcher.report RUN_DIR                            # learning curves (PNG)
-    python -m launcher.evaluate RUN_DIR --episodes 10            # evaluate the latest checkpoint
+    python -m launcher --cfg job protocol=quick      # print the composed config
+    python -m launcher.report RUN_DIR                # learning curves (PNG)
+    python -m launcher.evaluate RUN_DIR --episodes 10  # evaluate the latest checkpoint
 
-Modules: :mod:`launcher.config` (validation into :class:`launcher.config.RunSpec`),
-:mod:`launcher.cli` (Hydra entry, exit status 2 on bad input), :mod:`launcher.run`
+The launcher names no agent: an agent plugs in by its YAML (``conf/agent/<name>.yaml``,
+``entry: package.module:ENTRY``, an :class:`agents.api.AgentEntry`).
+
+Modules: :mod:`launcher.config` (validation into :class:`launcher.schema.RunSpec`),
+:mod:`launcher.cli` (Hydra entry, exit status 2 on bad input), :mod:`launcher.guards`
+(CPU budget, run-dir path, lock, NaN), :mod:`launcher.cache` (compile cache), :mod:`launcher.run`
 (the chunk loop), :mod:`launcher.checkpoint` (orbax), :mod:`launcher.rundir` (run
 directory, metrics files), :mod:`launcher.wandb_logger`, :mod:`launcher.callbacks`,
 :mod:`launcher.report`, :mod:`launcher.evaluate`. See docs/launcher.md.

@@ -201,7 +201,8 @@ class Checkpointer:
                 meta = self.read_meta(step)
                 restored = self.restore(step, abstract_for(meta))
             except Exception as err:  # noqa: BLE001 - any failure means: not usable
-                log.warning("checkpoint %d is unreadable (%s)", step, _reason(err))
+                # reported once, below: by _skip (fallen back) or in the ConfigError (none
+                # restores); a warning here too said every fallback twice
                 failed.append((step, err))
                 continue
             for bad, err in failed:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agents.api import AgentEntry, load
-from launcher.coerce import build_dataclass, close_matches, describe, listing, section
+from launcher.coerce import build_dataclass, close_matches, coerce, describe, listing, section
 from launcher.errors import ConfigError
 from launcher.identity import plain
 from launcher.schema import (
@@ -200,9 +200,10 @@ def _resolve_callbacks(cfg: Mapping[str, Any]) -> CallbackSpec:
 
 
 def _resolve_control(cfg: Mapping[str, Any]) -> RunControl:
-    control = build_dataclass(
-        RunControl, {k: cfg[k] for k in RUN_CONTROL if k in cfg}, "run control"
-    )
+    # Named as typed (`+stop_after_chunks=x` -> "stop_after_chunks: expected int ..."):
+    # run-control keys are top-level, so no section prefix.
+    hints = typing.get_type_hints(RunControl)
+    control = RunControl(**{k: coerce(k, cfg[k], hints[k]) for k in RUN_CONTROL if k in cfg})
     if control.resume not in RESUME_MODES:
         raise ConfigError(
             f"resume: {control.resume!r} is not a resume mode; choose one of: "

@@ -103,7 +103,9 @@ def evaluate_run(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m launcher.evaluate", description=__doc__)
-    parser.add_argument("run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<hash>)")
+    parser.add_argument(
+        "run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<protocol>-<hash>)"
+    )
     parser.add_argument(
         "--episodes", type=int, default=None, help="episodes per seed (default: the run's)"
     )

@@ -45,9 +45,17 @@ def estimate_cpu_seconds(spec: RunSpec, cores: int | None = None) -> tuple[float
     measured = size in table
     per_step = table[size] if measured else max(table.values())
     seeds = len(spec.protocol.seeds)
-    cores = cores or os.cpu_count() or 1
+    cores = cores or _usable_cores()
     wall = per_step * spec.protocol.n_timesteps * seeds / max(1, min(seeds, cores))
     return wall, per_step, measured
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (``taskset`` / cgroup affinity), not the machine's."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity API (macOS)
+        return os.cpu_count() or 1
 
 
 def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
@@ -86,6 +94,16 @@ def check_run_dir_path(path: Path | str) -> None:
         raise ConfigError(f"hydra.run.dir: {path} is a file, not a directory; choose another path")
     probe = path
     while not probe.exists():
+        # exists() follows links: a link to a missing path (or a loop), e.g. runs/ linked
+        # to an unmounted scratch disk, cannot be made a directory (mkdir raised
+        # FileExistsError, a traceback with exit 1)
+        if probe.is_symlink():
+            what = "is a" if probe == path else "lies under the"
+            link = "" if probe == path else f" {probe}"
+            raise ConfigError(
+                f"hydra.run.dir: {path} {what} broken symbolic link{link} (to "
+                f"{os.readlink(probe)}); create its target or choose another path"
+            )
         probe = probe.parent
     if not probe.is_dir():
         raise ConfigError(f"hydra.run.dir: {path} lies under the file {probe}; choose another path")
@@ -95,11 +113,22 @@ def check_run_dir_path(path: Path | str) -> None:
             f"hydra.run.dir: {path}: {what} is not writable; choose another path or fix "
             "its permissions"
         )
+    # An existing run directory is also listed and opened (the lock, the resume): one
+    # that cannot be read failed later with a PermissionError traceback (exit 1).
+    if probe == path and not os.access(path, os.R_OK):
+        raise ConfigError(
+            f"hydra.run.dir: {path}: the run directory is not readable; choose another path "
+            "or fix its permissions"
+        )
     for sub in ("checkpoints", "metrics"):
         inner = path / sub
         if inner.exists() and not os.access(inner, os.W_OK | os.X_OK):
             raise ConfigError(
                 f"hydra.run.dir: {inner} is not writable; fix its permissions to resume"
+            )
+        if inner.exists() and not os.access(inner, os.R_OK):  # listed on resume
+            raise ConfigError(
+                f"hydra.run.dir: {inner} is not readable; fix its permissions to resume"
             )
 
 

@@ -344,7 +344,9 @@ def plot_run(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; returns the exit status (0, or 2 after printing ``error: ...``)."""
     parser = argparse.ArgumentParser(prog="python -m launcher.report", description=__doc__)
-    parser.add_argument("run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<hash>)")
+    parser.add_argument(
+        "run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<protocol>-<hash>)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: in RUN_DIR)")
     parser.add_argument(
         "--x", choices=X_AXES, default="env_frames", help="x axis (default: env_frames)"

@@ -75,18 +75,18 @@ def run(
     """
     rd = RunDir(run_dir)
     guards.check_run_dir_path(rd.path)
-    fresh = not rd.path.exists() or not any(rd.path.iterdir())
     env = build.make_env(spec, make_env)
     agent = build.make_agent(spec, env)
     callbacks = Callbacks.build(spec.callbacks)
     rd.path.mkdir(parents=True, exist_ok=True)
     lock = guards.RunLock(rd.path)
+    # Refused: the directory is another launch's, even if it is still empty (that launch
+    # may be initialising before it writes a file), so nothing is removed here.
+    lock.acquire()
     try:
-        lock.acquire()
-    except BaseException:
-        _discard(rd, fresh)
-        raise
-    try:
+        # Whether this launch starts the run (and removes the directory if refused) is
+        # judged under the lock: before it, another launch may have been filling it.
+        fresh = not any(rd.path.iterdir())
         return _locked_run(spec, rd, env, agent, callbacks, fresh, make_env, plot)
     finally:
         lock.release()
@@ -119,7 +119,11 @@ def _locked_run(
     ckpt = None
     try:
         stored = rd.check_config(spec)
-        ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt) if not fresh else None
+        # Read only until the launch is accepted: a writing manager removes orbax's
+        # temporary directories (a save cut by a kill) as it opens, which wrote into the
+        # run dir of a launch refused below (e.g. +resume=force shorter than the run).
+        if not fresh and rd.checkpoints.is_dir():
+            ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt, create=False)
         restored = _restore(spec, env, program, init_keys, ckpt) if ckpt else None
         if restored is not None:
             state, meta = restored
@@ -157,8 +161,9 @@ def _locked_run(
         raise
 
     handler = _log_to(rd.path / LOG_FILE)
-    if ckpt is None:
-        ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt)
+    if ckpt is not None:
+        ckpt.close()
+    ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt)
     if restored is not None:
         log.info("resuming %s after chunk %d (timestep %d)", rd.path, start, steps_done)
     else:

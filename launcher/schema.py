@@ -53,7 +53,7 @@ class Protocol:
       log_frequency: env steps per chunk.
       eval_frequency: env steps between evaluations; 0 = no evaluation.
       eval_episodes: episodes per evaluation (sets the agent's ``eval_episodes``).
-      eval_at_start: evaluate the untrained agent at step 0 (the TD-MPC2 protocol).
+      eval_at_start: evaluate the untrained agent at step 0 (the paper protocol).
       checkpoint_frequency: env steps between checkpoints.
       keep_checkpoints: how many of the latest checkpoints to keep.
       shard_seeds: shard the seed axis over the local devices when there are several.

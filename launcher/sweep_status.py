@@ -21,7 +21,8 @@ STATUS_DIR = ".sweeps"
 
 
 class SweepStatus(Callback):
-    """Appends ``{job, overrides, run_dir, status, error}`` per finished job."""
+    """Appends ``{job, overrides, run_dir, status, error, logs}`` per finished job (``logs``:
+    a submitit job's stdout and stderr files)."""
 
     def __init__(self, sweep_id: str | None = None) -> None:
         self.sweep_id = sweep_id
@@ -40,6 +41,7 @@ class SweepStatus(Callback):
             "run_dir": str(hydra.runtime.output_dir),
             "status": "failed" if failed else "completed",
             "error": f"{type(error).__name__}: {error}".splitlines()[0] if failed else None,
+            "logs": _job_logs(),
         }
         path = status_file(Path(str(hydra.sweep.dir)), self.sweep_id)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +51,20 @@ class SweepStatus(Callback):
             os.write(fd, (json.dumps(line) + "\n").encode())
         finally:
             os.close(fd)
+
+
+def _job_logs() -> list[str] | None:
+    """This job's own log files, ``[stdout, stderr]``, when a submitit launcher runs it
+    (on a cluster the only place its output lands), else None."""
+    if not os.environ.get("SUBMITIT_EXECUTOR"):
+        return None
+    try:
+        import submitit
+
+        paths = submitit.JobEnvironment().paths
+        return [str(paths.stdout), str(paths.stderr)]
+    except Exception:  # noqa: BLE001 - the logs' paths are a courtesy
+        return None
 
 
 def status_file(sweep_dir: Path, sweep_id: str) -> Path:
@@ -68,10 +84,13 @@ def report(overrides: Sequence[str], sweep_id: str) -> str:
     """The sweep's summary table (empty if no job recorded a status)."""
     from omegaconf import OmegaConf
 
-    from launcher.cli import compose
+    from launcher.compose import compose
+    from launcher.precheck import first_choice, parse
 
     try:
-        sweep_dir = Path(OmegaConf.select(compose(overrides, hydra_node=True), "hydra.sweep.dir"))
+        # Hydra composes no sweep override (a,b,...): take each one's first value.
+        first = [first_choice(o, parse(o)) for o in overrides]
+        sweep_dir = Path(OmegaConf.select(compose(first, hydra_node=True), "hydra.sweep.dir"))
     except Exception:  # noqa: BLE001 - the summary is a courtesy
         return ""
     rows = read(sweep_dir, sweep_id)
@@ -82,5 +101,7 @@ def report(overrides: Sequence[str], sweep_id: str) -> str:
     for r in rows:
         what = " ".join(o for o in r["overrides"] if not o.startswith("hydra."))
         tail = f"  {r['error']}" if r["error"] else ""
+        if r["error"] and r.get("logs"):  # errors and tracebacks go to stderr
+            tail += f" (log: {r['logs'][-1]})"
         lines.append(f"  #{r['job']} {r['status']:9s} {what}  -> {r['run_dir']}{tail}")
     return "\n".join(lines)

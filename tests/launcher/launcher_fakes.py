@@ -10,6 +10,8 @@ total length (the force-extension path), a raw PRNG key, counters and an eval co
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import time
 from typing import Any
 
@@ -22,6 +24,15 @@ from agents.api import AgentEntry, EnvRequirements
 from envs.core import EnvSpec
 
 
+def _hold(path: str, from_tick: int, first_tick: Any, timeout_s: float = 120.0) -> None:
+    """Wait until ``path`` exists if the train call starts at ``from_tick`` or later."""
+    if int(np.asarray(first_tick).reshape(-1)[0]) < from_tick:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @dataclasses.dataclass(frozen=True)
 class FakeConfig:
     model_size: int = 1
@@ -32,6 +43,10 @@ class FakeConfig:
     trace_sleep_s: float = 0.0  # sleep while tracing train: a slow compile (kill tests)
     terminate_at: int = -1  # report a termination at this tick (-1: never)
     nan_at: int = -1  # the parameters become NaN from this tick on (-1: never)
+    init_sleep_s: float = 0.0  # sleep while tracing init: a launch slow to start (lock tests)
+    nan_state_at: int = -1  # a non-metric state leaf (buffer[0]) becomes NaN at this tick
+    hold_file: str = ""  # train calls from tick hold_at on wait (<= 120 s) for this file
+    hold_at: int = 0  # (a launch kept running, or stopped inside a chunk, while a test acts)
 
 
 @struct.dataclass
@@ -86,6 +101,8 @@ class FakeAgent:
         return {"replay": 4 * self.total_env_steps, "train_state": 4 * self.cfg.width}
 
     def init(self, key: jax.Array) -> FakeState:
+        if self.cfg.init_sleep_s:
+            time.sleep(self.cfg.init_sleep_s)
         k_param, key = jax.random.split(key)
         zero = jnp.zeros((), jnp.int32)
         return FakeState(
@@ -115,6 +132,10 @@ class FakeAgent:
             time.sleep(self.cfg.trace_sleep_s)
         if self.cfg.sleep_s:
             jax.debug.callback(lambda: time.sleep(self.cfg.sleep_s))
+        if self.cfg.hold_file:
+            jax.debug.callback(
+                functools.partial(_hold, self.cfg.hold_file, self.cfg.hold_at), ticks[0]
+            )
 
         def tick_fn(state: FakeState, i: jax.Array):
             noise = jax.random.normal(jax.random.fold_in(state.key, i), (self.cfg.width,))
@@ -123,6 +144,8 @@ class FakeAgent:
             stepping = i % (self.T + 1) != self.T
             slot = state.steps % self.total_env_steps
             buffer = jnp.where(stepping, state.buffer.at[slot].set(jnp.mean(params)), state.buffer)
+            if self.cfg.nan_state_at >= 0:  # a NaN no metric sees (the state guard's case)
+                buffer = jnp.where(i == self.cfg.nan_state_at, buffer.at[0].set(jnp.nan), buffer)
             state = state.replace(
                 params=params,
                 buffer=buffer,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from launcher.cli import compose_spec, main
@@ -17,6 +18,9 @@ from launcher.rundir import RunDir
 
 ROOT = Path(__file__).parents[2]
 SMOKE = ["protocol=smoke", "env=pendulum", "logger=disabled"]
+# The test agent, plugged in by YAML only (tests/launcher/fake_conf/agent/fake.yaml).
+FAKE_CONF = Path(__file__).parent / "fake_conf"
+FAKE = ["agent=fake", f"hydra.searchpath=[pkg://sweeps,file://{FAKE_CONF}]"]
 
 # (argv, a fragment the message must contain: the key, and where useful the valid values)
 BATTERY = [
@@ -56,7 +60,45 @@ BATTERY = [
     (["agent.mlp_dim=[1,"], "cannot parse the override 'agent.mlp_dim=[1,'"),
     (["env=pendulum,walker_walk"], "a sweep (a,b,...) needs multirun: python -m launcher -m"),
     (["-m", "env=pendulum,cartpole"], "env=cartpole: has discrete actions"),
+    (["-m", "logger=disabled,offline"], "would share the run dir"),
+    # misplaced keys, sweeps, CPU budget, agents that do not run
+    (["seed=1"], "seed: unknown key; it is protocol.seeds (a list, e.g. protocol.seeds=[1])"),
+    (["+sweep=tdmpc2_learning_checks"], "a sweep (env over several values); run it with multirun"),
+    (["protocol=paper"], "no accelerator, and 2,000,000 steps x 3 seed(s) of agent=tdmpc2"),
+    (["protocol.n_timesteps=2000000"], "per seed, measured); run protocol=quick env=pendulum"),
+    (["-m", "protocol=paper", "env=pendulum,cartpole_balance"], "add +allow_long_cpu_run=true"),
+    (["agent=dreamerv3"], "agent=dreamerv3: not implemented yet (conf/agent/dreamerv3.yaml"),
+    (["model_size=dreamerv3_1m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
+    # run-control keys: named as typed
+    (["+max_abs_loss=0"], "max_abs_loss: must be a number > 0, got 0"),
+    (["+max_abs_loss=big"], "max_abs_loss: expected float or null, got 'big' (str)"),
+    (["+allow_long_cpu_run=maybe"], "allow_long_cpu_run: expected bool, got 'maybe' (str)"),
+    (["allow_long_cpu_run=true"], "a run-control key, given with a leading '+': +allow_long"),
+    (["+stop_after_chunks=x"], "stop_after_chunks: expected int or null, got 'x' (str)"),
+    # the plug-in entry (agent.entry) and a YAML-only agent (tests/launcher/fake_conf)
+    (["agent.entry=nomodule:X"], "agent.entry: cannot load 'nomodule:X' (No module named"),
+    (["agent.entry=nocolon"], "agent.entry: cannot load 'nocolon' ('nocolon' is not an import"),
+    (["agent.entry=launcher_fakes:FakeConfig"], "'launcher_fakes:FakeConfig' is a type, not an"),
+    (["agent.entry=launcher_fakes:FAKE_ENTRY"], "is agent 'fake', not 'tdmpc2'"),
+    (["agent=fake"], "agent=fake: unknown option; choose one of: dreamerv3, tdmpc2"),
+    (["model_size=fake_1"], "model_size=fake_1: unknown option; choose one of: dreamerv3"),
+    ([*FAKE, "agent.entry=nomodule:X"], "agent.entry: cannot load 'nomodule:X'"),
+    ([*FAKE, "model_size=tdmpc2_5"], "belongs to agent=tdmpc2, not agent=fake; choose model"),
+    ([*FAKE, "agent.width=wide"], "agent.width: expected int, got 'wide' (str)"),
+    ([*FAKE, "+agent.foo=1"], "agent.foo: unknown key; valid keys: width, lr"),
+    ([*FAKE, "env=cartpole"], "env=cartpole: has discrete actions, and agent=fake needs"),
+    # more ranges
+    (["protocol.keep_checkpoints=0"], "protocol.keep_checkpoints: must be an int >= 1, got 0"),
+    (["protocol.checkpoint_frequency=-20"], "protocol.checkpoint_frequency: must be an int"),
+    (["env.episode_length=0"], "env.episode_length: must be an int >= 1 or null, got 0"),
+    (["logger.project="], "logger.project: must be a non-empty string"),
 ]
+# Refused by the CPU budget only on a machine without an accelerator.
+CPU_ONLY = {"protocol=paper", "protocol.n_timesteps=2000000", "env=pendulum,cartpole_balance"}
+
+
+def case_id(argv) -> str:
+    return " ".join(argv).replace(" ".join(FAKE), "<fake agent>")
 
 
 def run_main(argv, capsys) -> tuple[int, str, str]:
@@ -65,8 +107,10 @@ def run_main(argv, capsys) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize(("argv", "fragment"), BATTERY, ids=[" ".join(a) for a, _ in BATTERY])
+@pytest.mark.parametrize(("argv", "fragment"), BATTERY, ids=[case_id(a) for a, _ in BATTERY])
 def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, monkeypatch):
+    if CPU_ONLY & set(argv) and jax.default_backend() != "cpu":
+        pytest.skip("the CPU budget applies to machines without an accelerator")
     monkeypatch.chdir(tmp_path)
     multirun = argv[0] == "-m"
     args = (["-m"] if multirun else []) + SMOKE + argv[1 if multirun else 0 :]
@@ -79,8 +123,9 @@ def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, mo
     assert not (tmp_path / "runs").exists()  # nothing written
 
 
-def test_at_least_15_cases():
-    assert len(BATTERY) >= 15
+def test_at_least_40_cases():
+    assert len(BATTERY) >= 40
+    assert len({case_id(a) for a, _ in BATTERY}) == len(BATTERY)
 
 
 def test_changed_config_into_the_same_run_dir_exits_2(capsys, tmp_path):
@@ -133,3 +178,9 @@ def test_process_exit_status_is_2(tmp_path):
         )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+
+
+def test_cfg_job_shows_the_env_quick_runs(capsys):
+    code, out, _ = run_main(["--cfg", "job", "protocol=quick"], capsys)
+    assert code == 0
+    assert "id: pendulum" in out and "name: quick" in out

@@ -11,6 +11,7 @@ import pytest
 import envs
 from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
+from launcher.checkpoint import to_raw
 
 TINY = TDMPC2Config(
     model_size=1,
@@ -137,3 +138,21 @@ def test_policy_plans_each_env_with_its_own_key(run, eval_mode):
         np.testing.assert_allclose(np.asarray(action[i]), np.asarray(a_i), atol=1e-6)
         np.testing.assert_allclose(np.asarray(mean[i]), np.asarray(m_i), atol=1e-6)
     assert not np.allclose(np.asarray(action[1]), np.asarray(action[2]))
+
+
+def test_migrate_between_run_lengths_is_exact(run):
+    """A state saved by the agent of a shorter run, migrated into a longer run's agent
+    (zero-padded episode ring), is exactly the longer run's state while the ring has not
+    wrapped; and back (the unwritten tail cut). What the launcher does for a
+    ``+resume=force`` relaunch with another ``n_timesteps``."""
+    agent, _, _, (s_a, _), _ = run
+    steps_done = N_TICKS // 2 // (T + 1) * T * TINY.n_envs
+    short = TDMPC2(TINY, agent.env, total_env_steps=steps_done)
+    assert short.buffer.episodes < agent.buffer.episodes
+    cut = short.migrate(s_a, agent.total_env_steps)
+    assert cut.buffer.obs.shape[0] == short.buffer.episodes
+    back = agent.migrate(cut, short.total_env_steps)
+    raw = lambda s: jax.tree.leaves(to_raw(s))  # noqa: E731
+    for a, b in zip(raw(back), raw(s_a), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert agent.migrate(s_a, agent.total_env_steps) is s_a

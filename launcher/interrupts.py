@@ -1,0 +1,62 @@
+"""Ctrl-C and ``sys.exit`` in disguise: what a host callback hands back through JAX.
+
+A KeyboardInterrupt or SystemExit raised while a jitted call runs a host callback
+(``jax.debug.callback``, ``io_callback``) comes back as a ``JaxRuntimeError``; the CLI
+turns them back into what they were (one line and exit 130; submitit's requeue exit).
+"""
+
+from __future__ import annotations
+
+import logging
+
+
+def interrupted(err: BaseException | None) -> bool:
+    """Whether ``err`` is a Ctrl-C, also in disguise: a KeyboardInterrupt raised while
+    a jitted call runs a host callback (``jax.debug.callback``, ``io_callback``) comes
+    back as a ``JaxRuntimeError`` whose message ends with the callback's traceback."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        if type(err).__name__ == "JaxRuntimeError":
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            if lines and lines[-1].startswith("KeyboardInterrupt"):
+                return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+# JAX logs, with its traceback, whatever a host callback raises before handing it back
+# (jax.debug.callback, pure_callback, io_callback). A Ctrl-C (or a sys.exit) landing there
+# is reported by main() in one line instead.
+CALLBACK_LOGGERS = ("jax._src.debugging", "jax._src.callback")
+
+
+def _not_an_interrupt(record: logging.LogRecord) -> bool:
+    exc = record.exc_info[1] if record.exc_info else None
+    return exc is None or isinstance(exc, Exception)  # drops KeyboardInterrupt, SystemExit
+
+
+def quiet_callback_interrupts() -> None:
+    for name in CALLBACK_LOGGERS:
+        logging.getLogger(name).addFilter(_not_an_interrupt)  # idempotent
+
+
+def callback_exit(err: BaseException | None) -> SystemExit | None:
+    """A ``sys.exit`` in disguise: submitit's preemption / timeout handler (SIGUSR2 on
+    submitit_local, Slurm's signal) exits with the requeue status from wherever the main
+    thread is; inside a jitted call's host callback, JAX hands it back as a
+    ``JaxRuntimeError`` whose message ends with ``SystemExit: <code>``. The exit to
+    re-raise, or None."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if type(err).__name__ == "JaxRuntimeError":
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            last = lines[-1] if lines else ""
+            if last == "SystemExit" or last.startswith("SystemExit:"):
+                code = last.partition(":")[2].strip()
+                return SystemExit(int(code) if code.lstrip("-").isdigit() else code or None)
+        err = err.__cause__ or err.__context__
+    return None

@@ -1,0 +1,166 @@
+"""The pre-check of ``python -m launcher [-m] OVERRIDES``: every job validated before
+Hydra runs anything (group options, keys, types, values, env facts, the run
+directory's path, the CPU time budget, sweeps), one :class:`ConfigError` on failure.
+
+Sweeps are expanded here with Hydra's public override parser (the basic sweeper's
+cartesian product), not with Hydra's internal sweeper class.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.compose import compose, compose_all, group_options, hydra_message, job_config
+from launcher.config import key_hint, resolve
+from launcher.errors import ConfigError
+from launcher.schema import RUN_CONTROL, RunSpec
+
+GROUPS = ("agent", "model_size", "env", "protocol", "logger", "sweep")
+
+
+def parse(override: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        return OverridesParser.create().parse_override(override)
+    except Exception as err:
+        raise ConfigError(
+            f"cannot parse the override {override!r} ({hydra_message(err)}); "
+            "write key=value, group=option or +key=value"
+        ) from None
+
+
+def _values(override: Any) -> list[Any]:
+    if override.is_sweep_override():
+        return list(override.sweep_string_iterator())
+    return [override.value()]
+
+
+def _check_group(group: str, value: Any, options: list[str]) -> None:
+    if isinstance(value, str) and value in options:
+        return
+    close = difflib.get_close_matches(str(value), options, n=3, cutoff=0.6)
+    close += [o for o in options if o.endswith(f"_{value}") and o not in close]
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise ConfigError(f"{group}={value}: unknown option; {hint}choose one of: {', '.join(options)}")
+
+
+def _check_key(cfg: Any, key: str) -> None:
+    """``key`` (dotted) must exist in ``cfg``; else name the closest keys of its parent."""
+    from omegaconf import OmegaConf
+
+    if key in RUN_CONTROL:
+        raise ConfigError(
+            f"{key}: a run-control key, given with a leading '+': +{key}=... (e.g. +resume=force)"
+        )
+    parts = key.split(".")
+    node = cfg
+    for i, part in enumerate(parts):
+        keys = list(node.keys()) if OmegaConf.is_dict(node) else []
+        if i == 0:  # hydra.* keys never get here (Hydra checks them): do not offer them
+            keys = [k for k in keys if k != "hydra"]
+        if part not in keys:
+            where = ".".join(parts[:i]) or "the top level"
+            close = difflib.get_close_matches(part, [str(k) for k in keys], n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}? " if close else ""
+            valid = ", ".join(str(k) for k in keys) if keys else "(none: not a mapping)"
+            raise ConfigError(
+                f"{key}: unknown key{key_hint(key)}; {hint}valid keys of {where}: {valid}"
+            )
+        node = node[part]
+
+
+def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[RunSpec]:
+    """Validate every job ``python -m launcher [-m] OVERRIDES`` would run.
+
+    Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError.
+    """
+
+    from launcher import build, guards
+
+    parsed = [(text, parse(text)) for text in overrides]
+    groups, keys = [], []
+    for text, ov in parsed:
+        name = ov.key_or_group
+        if name.startswith("hydra"):
+            continue
+        if ov.is_sweep_override() and not multirun:
+            raise ConfigError(
+                f"{text}: a sweep (a,b,...) needs multirun: python -m launcher -m {text}"
+            )
+        if name in GROUPS and ov.package is None:
+            if not ov.is_delete():
+                options = group_options(name, overrides)
+                for value in _values(ov):
+                    _check_group(name, value, options)
+            groups.append(text)
+        elif not (ov.is_add() or ov.is_force_add() or ov.is_delete()):
+            keys.append((text, name))
+    hydra_ovs = [t for t, ov in parsed if ov.key_or_group.startswith("hydra")]
+    group_only = [first_choice(t, ov) for t, ov in parsed if t in groups] + hydra_ovs
+    base = compose(group_only, hydra_node=True)
+    for _, key in keys:
+        _check_key(base, key)
+    params = base.hydra.sweeper.get("params") or {}
+    if params and not multirun:
+        raise ConfigError(
+            f"this config is a sweep ({', '.join(params)} over several values); run it with "
+            f"multirun: python -m launcher -m {' '.join(overrides)}"
+        )
+    jobs = _sweep_jobs(params, overrides) if multirun else [list(overrides)]
+    specs: list[RunSpec] = []
+    dirs: dict[Path, list[str]] = {}
+    for job, cfg in zip(jobs, compose_all(jobs, hydra_node=True), strict=True):
+        spec = resolve(job_config(cfg))
+        build.precheck(spec)
+        guards.check_cpu_budget(spec)
+        out = _output_dir(cfg, multirun)
+        guards.check_run_dir_path(out)
+        if out in dirs:  # e.g. a sweep over logger=...: not part of the run's identity
+            raise ConfigError(
+                f"jobs {' '.join(dirs[out])!r} and {' '.join(job)!r} would share the run dir "
+                f"{out} (their configs differ only outside the run's identity); sweep over "
+                "keys that change the run, or give each job its own hydra.sweep.subdir"
+            )
+        dirs[out] = list(job)
+        specs.append(spec)
+    return specs
+
+
+def _output_dir(cfg: Any, multirun: bool) -> Path:
+    from omegaconf import OmegaConf
+
+    if multirun:
+        return Path(OmegaConf.select(cfg, "hydra.sweep.dir")) / str(
+            OmegaConf.select(cfg, "hydra.sweep.subdir")
+        )
+    return Path(OmegaConf.select(cfg, "hydra.run.dir"))
+
+
+def first_choice(text: str, ov: Any) -> str:
+    if not ov.is_sweep_override():
+        return text
+    prefix = "+" if ov.is_add() else "++" if ov.is_force_add() else ""
+    return f"{prefix}{ov.key_or_group}={_values(ov)[0]}"
+
+
+def _sweep_jobs(params: Any, overrides: Sequence[str]) -> list[list[str]]:
+    """The override lists of a basic-sweeper multirun: the cartesian product of every
+    sweep override (the sweep config's ``hydra.sweeper.params`` first, then the command
+    line's, a command-line key replacing a params one), in the basic sweeper's order."""
+    texts = [f"{k}={v}" for k, v in params.items()]
+    given = {parse(o).key_or_group for o in overrides}
+    texts = [t for t in texts if parse(t).key_or_group not in given] + list(overrides)
+    axes = []
+    for text in texts:
+        ov = parse(text)
+        if ov.key_or_group.startswith("hydra") or not ov.is_sweep_override():
+            axes.append([text])
+            continue
+        prefix = "+" if ov.is_add() else "++" if ov.is_force_add() else ""
+        axes.append([f"{prefix}{ov.key_or_group}={v}" for v in _values(ov)])
+    return [list(job) for job in itertools.product(*axes)]

@@ -1,0 +1,641 @@
+"""Reliability of the run loop, with the fake agent (tests/launcher/launcher_fakes.py).
+
+* ``kill -9`` at 9 points of a run (during compile, during the start evaluation,
+  inside a chunk's train call, after it, between the seeds' metric rows, after an
+  evaluation, during and after a checkpoint save, during the final save), then the
+  same command again: the final state and the metrics rows equal an uninterrupted
+  run's, with no duplicated or torn rows.
+* A corrupt, truncated or deleted latest checkpoint: a relaunch falls back to the
+  previous one with a warning and ends bit-identical; ``launcher.evaluate`` evaluates
+  the previous one and moves nothing.
+* Two launches into one run directory at once: the second is refused ("in use by
+  another launch") and the first is unharmed, also when the second comes while the
+  first is still starting (its run directory still empty).
+* A NaN (in a metric or only in the state) or a loss past ``+max_abs_loss`` stops the
+  run naming the chunk and the metric or leaf; the checkpoints saved before are
+  untouched and none holds the bad state.
+* Run-level bad inputs: exit status 2, one ``error:`` line, the directory unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from launcher_fakes import fake_config, make_fake_env, tree_digest
+from test_launcher_process import DRIVER, TIMING, drive, env, rows
+
+from launcher.checkpoint import fingerprint
+from launcher.cli import main as cli_main
+from launcher.config import resolve
+from launcher.errors import ConfigError, RunStopped
+from launcher.evaluate import evaluate_run
+from launcher.evaluate import main as evaluate_main
+from launcher.run import run
+from launcher.rundir import read_metrics
+
+HERE = Path(__file__).parent
+# the fake agent through the real CLI (tests/launcher is on sys.path in this process)
+CLI_FAKE = [
+    "agent=fake",
+    "protocol=smoke",
+    "env=pendulum",
+    "logger=disabled",
+    f"hydra.searchpath=[pkg://sweeps,file://{HERE / 'fake_conf'}]",
+    "hydra/job_logging=none",  # Hydra leaves logging alone (see test_launcher_cli.py)
+    "hydra/hydra_logging=none",
+]
+CHUNK_STEPS = 10  # fake_config: log_frequency 10 env steps, 6 chunks, checkpoints every 2
+
+
+def launch(run_dir: Path, **sections):
+    """One in-process launch of the fake agent (``sections`` update fake_config)."""
+    return run(resolve(fake_config(**sections)), run_dir, make_env=make_fake_env, plot=False)
+
+
+def ckpt_steps(run_dir: Path) -> list[int]:
+    """Env steps of the complete checkpoints (orbax's temporary directories excluded)."""
+    root = Path(run_dir) / "checkpoints"
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.exists() else []
+
+
+def kinds(run_dir: Path, seed: int, kind: str) -> list[int]:
+    path = Path(run_dir) / "metrics" / f"seed_{seed}.jsonl"
+    return [r["chunk"] for r in read_metrics(path) if r["kind"] == kind] if path.exists() else []
+
+
+def assert_clean_metrics(run_dir: Path, seeds=(0, 1)) -> None:
+    """Every line a JSON row ending in a newline; no (kind, chunk) twice."""
+    for seed in seeds:
+        text = (Path(run_dir) / "metrics" / f"seed_{seed}.jsonl").read_text()
+        assert text.endswith("\n"), f"seed {seed}: a torn last line"
+        keys = [(r["kind"], r["chunk"]) for r in map(json.loads, text.splitlines())]
+        assert len(keys) == len(set(keys)), f"seed {seed}: duplicated rows {keys}"
+
+
+def one_error_line(err: str) -> str:
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+    """The uninterrupted run: (run dir, final state fingerprint)."""
+    run_dir = tmp_path_factory.mktemp("full") / "run"
+    result = launch(run_dir)
+    assert ckpt_steps(run_dir) == [40, 60]
+    return run_dir, fingerprint(result.state)
+
+
+def assert_equals_full(run_dir: Path, out: dict, full, steps=(40, 60)) -> None:
+    """The final state, metrics rows and checkpoints of the uninterrupted run."""
+    full_dir, full_fp = full
+    assert out["chunks_done"] == 6
+    assert out["fingerprint"] == full_fp
+    for seed in (0, 1):
+        assert rows(run_dir, seed) == rows(full_dir, seed), f"seed {seed}"
+    assert_clean_metrics(run_dir)
+    names = sorted((p.name for p in (run_dir / "checkpoints").iterdir()), key=int)  # no tmp
+    assert names == [str(s) for s in steps]
+
+
+# ------------------------------------------------------------------ kill -9 at 9 points
+def kill_at_point(run_dir: Path, overrides: dict, point: str) -> None:
+    """A launch that SIGKILLs itself at ``point`` (launcher.faults)."""
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(run_dir), json.dumps(overrides)],
+        capture_output=True,
+        text=True,
+        env=env(WMRL_KILL_AT=point),
+        timeout=300,
+    )
+    assert proc.returncode == -signal.SIGKILL, (
+        f"not killed at {point} (status {proc.returncode}): {proc.stderr[-3000:]}"
+    )
+
+
+# External kills: the launch's overrides (slow or held where the kill must land; its
+# config differs, its numbers do not), the launcher.log line to wait for, then the
+# delay before the SIGKILL. "go" (in the test's tmp dir) releases a held launch.
+EXTERNAL = {
+    # train traced for 2 s
+    "compile": (lambda go: {"agent": {"trace_sleep_s": 2.0}}, "compiling train", 0.3),
+    # inside chunk 3's jitted train call (from tick 22 on, a host callback waits for go)
+    "mid-chunk": (
+        lambda go: {"agent": {"hold_file": str(go), "hold_at": 22}},
+        "chunk 2: checkpoint at env step 20",
+        0.3,
+    ),
+}
+
+
+def kill_from_outside(run_dir: Path, overrides: dict, point: str) -> None:
+    """SIGKILL the launch from outside, ``delay`` s after ``marker`` is in its log."""
+    _, marker, delay = EXTERNAL[point]
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(run_dir), json.dumps(overrides)],
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    log_file = run_dir / "launcher.log"
+    try:
+        deadline = time.monotonic() + 240
+        while marker not in (log_file.read_text() if log_file.exists() else ""):
+            assert proc.poll() is None, f"the launch ended before {marker!r}"
+            assert time.monotonic() < deadline, f"no {marker!r} in launcher.log"
+            time.sleep(0.02)
+        time.sleep(delay)
+        assert proc.poll() is None, "the launch ended before the kill"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+# (kill point, rows per seed at the kill, the checkpoints it may leave). Per seed the
+# uninterrupted file holds: eval 0, train 1, train 2, eval 2, train 3, train 4, eval 4,
+# train 5, train 6, eval 6; checkpoints at chunks 2, 4, 6 (the latest 2 kept).
+KILLS = [
+    ("compile", (1, 1), [[]]),  # the start evaluation done, train being traced
+    ("metrics:0", (1, 0), [[]]),  # seed 0's start-evaluation row written, seed 1's not
+    ("mid-chunk", (4, 4), [[20]]),  # inside chunk 3's train call (held there)
+    ("trained:3", (4, 4), [[20]]),  # chunk 3 computed, nothing written
+    ("metrics:3", (5, 4), [[20]]),  # between the seeds' rows (+ a torn line, below)
+    ("evaluated:4", (7, 7), [[20]]),  # the eval rows of chunk 4, its checkpoint not started
+    ("saving:4", (7, 7), [[20], [20, 40]]),  # mid-save (orbax may or may not have finished)
+    ("saved:4", (7, 7), [[20, 40]]),  # the checkpoint complete
+    ("saving:6", (10, 10), [[20, 40], [40, 60], [20, 40, 60]]),  # the final save
+]
+
+
+@pytest.mark.parametrize(("point", "n_rows", "may_leave"), KILLS, ids=[k[0] for k in KILLS])
+def test_kill_9_then_relaunch_is_bit_identical(point, n_rows, may_leave, full, tmp_path):
+    run_dir = tmp_path / "run"
+    go = tmp_path / "go"
+    if point in EXTERNAL:
+        overrides = EXTERNAL[point][0](go)
+        kill_from_outside(run_dir, overrides, point)
+    else:
+        overrides = {}
+        kill_at_point(run_dir, overrides, point)
+
+    # the kill left what the point says: a prefix of the uninterrupted rows
+    full_dir, _ = full
+    for seed, n in zip((0, 1), n_rows, strict=True):
+        path = run_dir / "metrics" / f"seed_{seed}.jsonl"
+        got = read_metrics(path) if path.exists() else []
+        got = [{k: v for k, v in r.items() if k not in TIMING} for r in got]
+        assert got == rows(full_dir, seed)[:n], f"seed {seed} at the kill"
+    saved = ckpt_steps(run_dir)
+    assert saved in may_leave
+    if point.startswith("saving:"):  # mid-save: never both the checkpoint and its tmp dir
+        # (orbax creates the tmp dir in its background thread: it may not exist yet)
+        step = int(point.split(":")[1]) * CHUNK_STEPS
+        tmp = list((run_dir / "checkpoints").glob(f"{step}.orbax-checkpoint-tmp*"))
+        assert not (step in saved and tmp)
+    if point == "metrics:3":  # a kill in the middle of writing seed 1's row
+        with (run_dir / "metrics" / "seed_1.jsonl").open("a") as f:
+            f.write('{"kind": "train", "chunk": 3, "timestep": 3')
+
+    go.touch()  # a held launch runs through
+    out = drive(run_dir, overrides)  # the same command again
+    latest = max(saved, default=0) // CHUNK_STEPS
+    assert out["resumed_from"] == (None if latest in (0, 6) else latest)
+    # killed after the final save (before orbax dropped the oldest): complete, unchanged
+    assert_equals_full(run_dir, out, full, steps=saved if latest == 6 else (40, 60))
+    assert not (run_dir / "corrupt_checkpoints").exists()  # no half-written checkpoint seen
+
+
+def test_kill_points_cover_compile_mid_chunk_and_checkpoint_saves():
+    names = {k[0].split(":")[0] for k in KILLS}
+    assert len(KILLS) >= 6
+    assert {"compile", "mid-chunk", "trained", "metrics", "evaluated", "saving", "saved"} <= names
+
+
+# ------------------------------------------------------------------ damaged checkpoints
+@pytest.fixture(scope="module")
+def stopped4(tmp_path_factory):
+    """A run stopped after chunk 4: checkpoints at env steps 20 and 40."""
+    run_dir = tmp_path_factory.mktemp("stopped4") / "run"
+    launch(run_dir, stop_after_chunks=4)
+    assert ckpt_steps(run_dir) == [20, 40]
+    return run_dir
+
+
+def _data_files(step_dir: Path) -> list[Path]:
+    files = [f for f in (step_dir / "state").rglob("*") if f.is_file() and f.parent.name == "d"]
+    assert files, f"no OCDBT data files under {step_dir}"
+    return files
+
+
+def corrupt(step_dir: Path) -> None:
+    """Flip the bits of the last 3/4 of every state data file (sizes kept)."""
+    for f in _data_files(step_dir):
+        data = bytearray(f.read_bytes())
+        for i in range(len(data) // 4, len(data)):
+            data[i] ^= 0xFF
+        f.write_bytes(bytes(data))
+
+
+def truncate(step_dir: Path) -> None:
+    """Cut every state data file to half its length."""
+    for f in _data_files(step_dir):
+        f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+def truncate_meta(step_dir: Path) -> None:
+    meta = step_dir / "meta" / "metadata"
+    meta.write_bytes(meta.read_bytes()[: meta.stat().st_size // 2])
+
+
+def delete_state(step_dir: Path) -> None:
+    shutil.rmtree(step_dir / "state")
+
+
+def delete_step(step_dir: Path) -> None:
+    """The whole step directory: orbax no longer lists it (nothing to warn about)."""
+    shutil.rmtree(step_dir)
+
+
+DAMAGE = [corrupt, truncate, truncate_meta, delete_state, delete_step]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # orbax
+@pytest.mark.parametrize("damage", DAMAGE, ids=[d.__name__ for d in DAMAGE])
+def test_damaged_latest_checkpoint_falls_back_to_the_previous(
+    damage, stopped4, full, tmp_path, caplog
+):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped4, run_dir)
+    damage(run_dir / "checkpoints" / "40")
+    warns = damage is not delete_step
+
+    # launcher.evaluate: the previous checkpoint, a warning, nothing moved (read only)
+    before = tree_digest(run_dir)
+    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+        out = evaluate_run(run_dir, make_env=make_fake_env)
+    assert (out["chunk"], out["timestep"]) == (2, 20)
+    assert np.all(np.isfinite(out["mean"]))
+    said = [r for r in caplog.records if "checkpoint 40 is unreadable" in r.message]
+    assert len(said) == warns  # once, naming the checkpoint
+    assert all("falling back to the previous one" in r.message for r in said)
+    assert tree_digest(run_dir) == before
+    caplog.clear()
+
+    # the relaunch: resumes after chunk 2 with a warning, sets the bad one aside
+    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+        result = launch(run_dir)
+    assert result.resumed_from == 2
+    said = [r for r in caplog.records if "unreadable" in r.message]
+    assert len(said) == warns  # one warning, naming the checkpoint and where it went
+    if warns:
+        assert said[0].message.startswith("checkpoint 40 is unreadable (")
+        assert "moved to" in said[0].message and "falling back to the previous" in said[0].message
+    aside = run_dir / "corrupt_checkpoints"
+    moved = sorted(p.name.split("-")[0] for p in aside.iterdir()) if aside.exists() else []
+    assert moved == (["40"] if warns else [])  # 40-<time>
+    out = {"chunks_done": result.chunks_done, "fingerprint": fingerprint(result.state)}
+    assert_equals_full(run_dir, out, full)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_evaluate_with_no_readable_checkpoint_exits_2_and_moves_nothing(stopped4, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(stopped4, run_dir)
+    for step in ("20", "40"):
+        corrupt(run_dir / "checkpoints" / step)
+    before = tree_digest(run_dir)
+    assert evaluate_main([str(run_dir)]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert "no checkpoint in" in err and "can be restored" in err
+    assert tree_digest(run_dir) == before
+
+
+# ---------------------------------------------------------------------------- the lock
+def start_driver(run_dir: Path, overrides: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(DRIVER), str(run_dir), json.dumps(overrides)],
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen) -> dict:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def wait_for(proc: subprocess.Popen, ready, what: str) -> None:
+    deadline = time.monotonic() + 240
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"the first launch ended before {what}: {proc.communicate()[1][-3000:]}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_second_launch_while_the_first_trains_is_refused(full, tmp_path, capsys, monkeypatch):
+    run_dir = tmp_path / "run"
+    go = tmp_path / "go"
+    held = {"agent": {"hold_file": str(go)}}  # chunk 1's train call waits for `go`
+    first = start_driver(run_dir, held)
+    log_file = run_dir / "launcher.log"
+    try:
+        wait_for(
+            first,
+            lambda: log_file.exists() and "compiling train" in log_file.read_text(),
+            "it compiled",
+        )
+        # through the CLI (another config: the lock comes first): exit 2, one line
+        monkeypatch.chdir(tmp_path)
+        assert cli_main([*CLI_FAKE, f"hydra.run.dir={run_dir}"]) == 2
+        err = one_error_line(capsys.readouterr().err)
+        assert f"run dir {run_dir} is in use by another launch" in err
+        # in process, the same command
+        with pytest.raises(ConfigError, match="is in use by another launch"):
+            launch(run_dir, **held)
+        assert first.poll() is None, "the first launch ended: the refusals proved nothing"
+        assert ckpt_steps(run_dir) == []  # still in chunk 1
+    finally:
+        go.touch()
+        out = finish(first)
+    assert_equals_full(run_dir, out, full)
+
+
+def test_second_launch_while_the_first_starts_does_not_remove_its_dir(full, tmp_path):
+    """The first launch holds the lock on a still-empty run directory (its init traces
+    for 3 s): a refused second launch must not take the directory for its own new one
+    and remove it."""
+    run_dir = tmp_path / "run"
+    slow_start = {"agent": {"init_sleep_s": 3.0}}
+    first = start_driver(run_dir, slow_start)
+    try:
+        wait_for(first, run_dir.exists, "its run directory")
+        time.sleep(0.3)  # mkdir, then the lock: microseconds apart
+        assert not any(run_dir.iterdir()), "too late: the first launch already wrote files"
+        with pytest.raises(ConfigError, match="is in use by another launch"):
+            launch(run_dir, **slow_start)
+        assert run_dir.is_dir()
+    finally:
+        out = finish(first)
+    assert_equals_full(run_dir, out, full)
+
+
+# ------------------------------------------------------------------- NaN and divergence
+def test_nan_loss_stops_the_run_and_keeps_the_checkpoints_before(tmp_path):
+    run_dir = tmp_path / "run"
+    nan = {"agent": {"nan_at": 38}}  # chunk 4 (ticks 33..43), a checkpoint chunk
+    launch(run_dir, stop_after_chunks=2, **nan)
+    before = tree_digest(run_dir / "checkpoints")
+    assert ckpt_steps(run_dir) == [20]
+    with pytest.raises(
+        RunStopped, match=r"^chunk 4: metric 'Train/\w+' is not finite .*last checkpoint is kept"
+    ):
+        launch(run_dir, **nan)
+    assert tree_digest(run_dir / "checkpoints") == before  # untouched, no checkpoint at 40
+    assert kinds(run_dir, 0, "train") == kinds(run_dir, 1, "train") == [1, 2, 3]
+    assert kinds(run_dir, 0, "eval") == [0, 2]
+    assert "chunk 4: metric" in (run_dir / "launcher.log").read_text()
+    kept = evaluate_run(run_dir, make_env=make_fake_env)  # the kept checkpoint is good
+    assert kept["chunk"] == 2 and np.all(np.isfinite(kept["mean"]))
+    assert tree_digest(run_dir / "checkpoints") == before
+
+
+def test_nan_in_a_state_leaf_alone_stops_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(RunStopped, match=r"^chunk 4: state leaf .*buffer.* is not finite"):
+        launch(run_dir, agent={"nan_state_at": 38})
+    assert ckpt_steps(run_dir) == [20]
+    assert kinds(run_dir, 1, "train") == [1, 2, 3]
+
+
+def test_loss_past_max_abs_loss_stops_the_run(full, tmp_path):
+    full_dir, _ = full
+    train4 = [
+        r for s in (0, 1) for r in rows(full_dir, s) if (r["kind"], r["chunk"]) == ("train", 4)
+    ]
+    loss4 = max(r["Train/loss"] for r in train4)
+    run_dir = tmp_path / "run"
+    launch(run_dir, stop_after_chunks=3)  # saved at chunk 3 (steps 20, 30)
+    before = tree_digest(run_dir / "checkpoints")
+    limit = loss4 / 2
+    with pytest.raises(RunStopped) as err:
+        launch(run_dir, max_abs_loss=limit)  # a run-control key: the same run resumes
+    assert str(err.value).startswith(
+        f"chunk 4: metric 'Train/loss' = {loss4:.4g} exceeds max_abs_loss={limit:g}"
+    )
+    assert tree_digest(run_dir / "checkpoints") == before and ckpt_steps(run_dir) == [20, 30]
+    assert kinds(run_dir, 0, "train") == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment", "kept"),
+    [  # protocol=smoke: 2 chunks of 20 env steps, each checkpointed
+        ("agent.nan_at=30", "chunk 2: metric 'Train/last' is not finite", [20]),
+        ("+max_abs_loss=1e-9", "chunk 1: metric 'Train/loss' = ", []),
+    ],
+)
+def test_guard_stop_through_the_cli_exits_2(
+    override, fragment, kept, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    assert cli_main([*CLI_FAKE, f"hydra.run.dir={run_dir}", override]) == 2
+    err = capsys.readouterr().err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and err.rstrip("\n").endswith(errors[0]), err
+    assert fragment in errors[0]
+    assert ckpt_steps(run_dir) == kept  # nothing saved from the bad chunk
+
+
+# ------------------------------------------------------------------- run-level bad inputs
+def cli(argv, capsys) -> str:
+    code = cli_main([*CLI_FAKE, *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return one_error_line(err)
+
+
+def _listing(root: Path) -> dict[str, str]:
+    """Every entry under ``root``: a file's bytes, a link's target (not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            if path.is_symlink():
+                out[rel] = f"-> {os.readlink(path)}"
+            else:
+                out[rel] = "dir" if path.is_dir() else path.read_text()
+    return out
+
+
+def test_run_dir_that_is_a_file_or_under_one_or_a_broken_link_exits_2(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    afile = tmp_path / "afile"
+    afile.write_text("not a run\n")
+    gone = tmp_path / "scratch"  # e.g. a link to an unmounted disk
+    gone.symlink_to(tmp_path / "unmounted")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    before = _listing(tmp_path)
+    cases = [
+        (afile, f"hydra.run.dir: {afile} is a file, not a directory"),
+        (afile / "run", f"hydra.run.dir: {afile / 'run'} lies under the file {afile}"),
+        (gone, f"hydra.run.dir: {gone} is a broken symbolic link (to {tmp_path / 'unmounted'})"),
+        (gone / "run", f"hydra.run.dir: {gone / 'run'} lies under the broken symbolic link {gone}"),
+        (loop, f"hydra.run.dir: {loop} is a broken symbolic link"),
+    ]
+    for run_dir, fragment in cases:
+        assert fragment in cli([f"hydra.run.dir={run_dir}"], capsys)
+        assert _listing(tmp_path) == before  # nothing created, the links left alone
+
+
+# Read-only directories: root writes through any mode bits (and os.access says so), so
+# as root a chmod proves nothing. There the directories are made read-only for real, as
+# read-only bind mounts in a private mount namespace (util-linux unshare; writes fail
+# with EROFS, which os.access reports); elsewhere a chmod does it.
+READ_ONLY_SCRIPT = """
+import contextlib, io, json, sys
+from launcher.cli import main
+args, dirs = json.loads(sys.argv[1]), sys.argv[2:]
+out = []
+for d in dirs:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main([*args, f"hydra.run.dir={d}"])
+    out.append([code, err.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def read_only_launches(read_only: list[Path], run_dirs: list[Path], cwd: Path) -> list:
+    """``[status, stderr]`` of a CLI launch into each of ``run_dirs`` (one process) with
+    the directories ``read_only`` unwritable."""
+    command = [sys.executable, "-c", READ_ONLY_SCRIPT, json.dumps(CLI_FAKE), *map(str, run_dirs)]
+    if os.geteuid() == 0:
+        if shutil.which("unshare") is None:
+            pytest.skip("running as root without unshare: no way to make a read-only dir")
+        mounts = "".join(
+            f"mount --bind '{d}' '{d}' && mount -o remount,bind,ro '{d}' '{d}' && "
+            for d in read_only
+        )
+        probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+        if probe.returncode != 0:
+            pytest.skip(f"running as root, and unshare -m fails: {probe.stderr.strip()!r}")
+        command = ["unshare", "-m", "sh", "-c", f'{mounts}exec "$0" "$@"', *command]
+    else:
+        for d in read_only:
+            d.chmod(0o555)
+    try:
+        proc = subprocess.run(
+            command, capture_output=True, text=True, env=env(), cwd=cwd, timeout=300
+        )
+    finally:
+        for d in read_only:
+            d.chmod(0o755)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_read_only_run_dirs_exit_2(full, tmp_path):
+    full_dir, _ = full
+    ro_run = tmp_path / "ro_run"  # an existing run, read only
+    shutil.copytree(full_dir, ro_run)
+    ro_ckpt = tmp_path / "ro_ckpt"  # an existing run whose checkpoints/ is read only
+    shutil.copytree(full_dir, ro_ckpt)
+    ro_parent = tmp_path / "ro_parent"  # a new run under a read-only directory
+    ro_parent.mkdir()
+    before = tree_digest(tmp_path)
+    cases = [
+        (ro_run, f"hydra.run.dir: {ro_run}: the run directory is not writable"),
+        (ro_ckpt, f"hydra.run.dir: {ro_ckpt / 'checkpoints'} is not writable"),
+        (ro_parent / "run", f"hydra.run.dir: {ro_parent / 'run'}: its parent {ro_parent} is not"),
+    ]
+    results = read_only_launches(
+        [ro_run, ro_ckpt / "checkpoints", ro_parent], [d for d, _ in cases], tmp_path
+    )
+    for (path, fragment), (code, err) in zip(cases, results, strict=True):
+        assert code == 2, f"{path}: {err}"
+        assert fragment in one_error_line(err)
+    assert tree_digest(tmp_path) == before
+
+
+class _AsOwnerWithoutRoot:
+    """``os`` whose ``access`` answers from the owner's mode bits, as for the owner
+    without root's privilege: root reads any directory, so as root an unreadable one
+    exists only for such a user."""
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    @staticmethod
+    def access(path, mode, **_):
+        bits = os.stat(path).st_mode
+        need = ((os.R_OK, stat.S_IRUSR), (os.W_OK, stat.S_IWUSR), (os.X_OK, stat.S_IXUSR))
+        return all(bits & bit for flag, bit in need if mode & flag)
+
+
+def test_unreadable_run_dir_exits_2(full, tmp_path, capsys, monkeypatch):
+    from launcher import guards
+
+    full_dir, _ = full
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_dir, run_dir)
+    before = tree_digest(run_dir)
+    monkeypatch.chdir(tmp_path)
+    if os.geteuid() == 0:
+        monkeypatch.setattr(guards, "os", _AsOwnerWithoutRoot())
+    run_dir.chmod(0o333)  # write and search, no listing
+    try:
+        err = cli([f"hydra.run.dir={run_dir}"], capsys)
+    finally:
+        run_dir.chmod(0o755)
+    assert f"hydra.run.dir: {run_dir}: the run directory is not readable" in err
+    assert tree_digest(run_dir) == before
+
+
+def test_evaluate_a_run_that_never_checkpointed_exits_2(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    kill_at_point(run_dir, {}, "trained:1")  # run.json and the start evaluation only
+    assert ckpt_steps(run_dir) == [] and (run_dir / "run.json").exists()
+    before = tree_digest(run_dir)
+    assert evaluate_main([str(run_dir)]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert err == f"error: {run_dir}: no checkpoint to evaluate yet (the run has not saved one)\n"
+    assert tree_digest(run_dir) == before
+
+
+def test_force_resume_shorter_than_already_run_exits_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "run"
+    assert cli_main([*CLI_FAKE, f"hydra.run.dir={run_dir}"]) == 0  # 40 env steps
+    capsys.readouterr()
+    # and what a save cut by a kill leaves (orbax removes it when a launch saves again)
+    cut = run_dir / "checkpoints" / "60.orbax-checkpoint-tmp"
+    cut.mkdir()
+    (cut / "partial").write_bytes(b"\0" * 16)
+    before = tree_digest(run_dir)
+    err = cli([f"hydra.run.dir={run_dir}", "protocol.n_timesteps=20", "+resume=force"], capsys)
+    assert "has already taken 40 env steps, more than n_timesteps=20" in err
+    assert tree_digest(run_dir) == before
