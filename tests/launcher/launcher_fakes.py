@@ -243,3 +243,44 @@ def tree_digest(root: Any) -> dict[str, str]:
         rel = str(path.relative_to(root))
         out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return out
+
+
+# ---------------------------------------------------------------- shared by the tests
+# The fake agent through the real CLI, plugged in by YAML only (fake_conf/agent/fake.yaml;
+# tests/launcher is on sys.path in the test processes, PYTHONPATH in subprocesses).
+FAKE_CONF = __import__("pathlib").Path(__file__).parent / "fake_conf"
+FAKE_CLI = ["agent=fake", f"hydra.searchpath=[pkg://sweeps,file://{FAKE_CONF}]"]
+# Hydra leaves logging alone (its handlers would outlive pytest's captured streams).
+QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
+
+
+def launch(run_dir: Any, plot: bool = False, **sections: Any) -> Any:
+    """One in-process launch of the fake agent (``sections`` update :func:`fake_config`)."""
+    from launcher.config import resolve
+    from launcher.run import run
+
+    return run(resolve(fake_config(**sections)), run_dir, make_env=make_fake_env, plot=plot)
+
+
+def one_error_line(err: str) -> str:
+    """``err`` after asserting it is exactly one ``error: ...`` line."""
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    return err
+
+
+def checkpoint_steps(run_dir: Any) -> list[int]:
+    """Env steps of the complete checkpoints (orbax's temporary directories excluded)."""
+    from pathlib import Path
+
+    root = Path(run_dir) / "checkpoints"
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.exists() else []
+
+
+def kinds(run_dir: Any, seed: int, kind: str) -> list[int]:
+    """The chunk numbers of a seed's metrics rows of one kind (``train`` / ``eval``)."""
+    from pathlib import Path
+
+    from launcher.rundir import read_metrics
+
+    path = Path(run_dir) / "metrics" / f"seed_{seed}.jsonl"
+    return [r["chunk"] for r in read_metrics(path) if r["kind"] == kind] if path.exists() else []

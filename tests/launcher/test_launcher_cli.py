@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from launcher_fakes import FAKE_CLI
 
 from launcher.cli import compose_spec, main
 from launcher.evaluate import main as evaluate_main
@@ -19,8 +20,7 @@ from launcher.rundir import RunDir
 ROOT = Path(__file__).parents[2]
 SMOKE = ["protocol=smoke", "env=pendulum", "logger=disabled"]
 # The test agent, plugged in by YAML only (tests/launcher/fake_conf/agent/fake.yaml).
-FAKE_CONF = Path(__file__).parent / "fake_conf"
-FAKE = ["agent=fake", f"hydra.searchpath=[pkg://sweeps,file://{FAKE_CONF}]"]
+FAKE = FAKE_CLI
 
 # (argv, a fragment the message must contain: the key, and where useful the valid values)
 BATTERY = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher_fakes import fake_config, make_fake_env, state_arrays, tree_digest
+from launcher_fakes import fake_config, launch, make_fake_env, state_arrays, tree_digest
 
 from launcher.callbacks import Callbacks
 from launcher.config import resolve
@@ -20,14 +20,9 @@ from launcher.errors import ConfigError
 from launcher.evaluate import evaluate_run
 from launcher.report import main as report_main
 from launcher.report import plot_run
-from launcher.run import TIMING_KEYS, run
+from launcher.run import TIMING_KEYS
 from launcher.rundir import read_metrics
 from launcher.summary import summary
-
-
-def launch(run_dir: Path, plot: bool = False, **sections):
-    spec = resolve(fake_config(**sections))
-    return run(spec, run_dir, make_env=make_fake_env, plot=plot)
 
 
 def metric_rows(run_dir: Path, seed: int) -> list[dict]:

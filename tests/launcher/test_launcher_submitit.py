@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launcher_fakes import FAKE_CLI
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 FAKE = [
-    "agent=fake",
-    f"hydra.searchpath=[pkg://sweeps,file://{HERE / 'fake_conf'}]",
+    *FAKE_CLI,
     "protocol=smoke",
     "env=probe_constant_reward",  # no gymnax import: seconds less per process
     "logger=disabled",

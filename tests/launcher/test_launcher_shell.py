@@ -1,0 +1,307 @@
+"""The launcher as a new user meets it, part 2 (part 1: test_launcher_usage.py): tab
+completion and the ``wmrl`` script, Ctrl-C, no module shadowing a package, every
+documented command line, and a launcher that names no agent (an agent plugged in by
+YAML alone runs smoke, resume and report)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import types
+from pathlib import Path
+
+import pytest
+from launcher_fakes import (
+    checkpoint_steps,
+)
+from test_launcher_usage import (
+    FAKE,
+    INTERRUPTED,
+    QUIET,
+    ROOT,
+    SMOKE,
+    final_fingerprint,
+    launch,
+    own_cache_env,
+    process_env,
+    train_rows,
+)
+
+from launcher.cli import check_overrides, group_options
+from launcher.errors import ConfigError
+from launcher.evaluate import main as evaluate_main
+from launcher.report import main as report_main
+
+
+# --------------------------------------- 6. completion, the script, Ctrl-C, shadowing
+def test_tab_completion_lists_the_agents():
+    wmrl = Path(sys.executable).parent / "wmrl"
+    for argv, line in (
+        ([str(wmrl)], "wmrl agent="),
+        (
+            [sys.executable, str(ROOT / "launcher" / "__main__.py")],
+            "python launcher/__main__.py agent=",
+        ),
+    ):
+        env = {**process_env(), "COMP_LINE": line, "COMP_POINT": str(len(line))}
+        proc = subprocess.run(
+            [*argv, "-sc", "query=bash"], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert set(proc.stdout.split()) >= {"agent=tdmpc2", "agent=dreamerv3"}, proc.stdout
+
+
+def test_the_wmrl_console_script_is_declared_and_installed():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["wmrl"] == "launcher.cli:console_main"
+    (entry,) = importlib.metadata.entry_points(group="console_scripts", name="wmrl")
+    assert entry.value == "launcher.cli:console_main"
+    script = Path(sys.executable).parent / "wmrl"
+    assert script.is_file() and os.access(script, os.X_OK)
+
+
+def test_no_launcher_module_shadows_a_top_level_package():
+    """``python launcher/__main__.py`` puts launcher/ first on sys.path: a module there
+    named like a package the project or a dependency imports (``agents.py``) would hide it."""
+    names = {p.stem for p in (ROOT / "launcher").glob("*.py")}
+    names |= {
+        p.name for p in (ROOT / "launcher").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }
+    project = {"agents", "envs", "conf", "sweeps", "launcher", "tests", "benchmarks"}
+    installed = set(importlib.metadata.packages_distributions())
+    imported = set()
+    for path in (p for top in sorted(project) for p in (ROOT / top).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    shadowed = names & (project | installed | imported | set(sys.stdlib_module_names))
+    assert not shadowed
+
+
+def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
+    """SIGINT mid-run (inside the fake agent's host callback, where JAX wraps it): exit
+    130, one line on stderr; the relaunch resumes from the last checkpoint and ends with
+    the same state as an uninterrupted run. Also: ``WMRL_COMPILE_CACHE=off`` writes no
+    compile cache."""
+    run_dir, xdg = tmp_path / "run", tmp_path / "xdg"
+    argv = [*SMOKE, "logger=disabled", "protocol.n_timesteps=120", "agent.sleep_s=0.5"]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            *argv,
+            "logger.progress=false",
+            f"hydra.run.dir={run_dir}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=own_cache_env(xdg, WMRL_COMPILE_CACHE="off"),
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not checkpoint_steps(run_dir) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)  # in chunk 2 (of 6; most of it the 0.5 s callback)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out[-2000:], err[-2000:])
+    assert err == f"{INTERRUPTED}\n"
+    saved = checkpoint_steps(run_dir)
+    assert saved and max(saved) < 120
+    assert not (xdg / "wmrl").exists()  # WMRL_COMPILE_CACHE=off
+    # relaunch (in process): resumes and completes, bit-identical to an uninterrupted run
+    code, out, err = launch([*argv, *QUIET, f"hydra.run.dir={run_dir}"], capsys)
+    assert code == 0, err
+    assert re.search(r"chunks: +6/6 \(resumed after chunk \d\)", out), out
+    code, _, err = launch([*argv, *QUIET, f"hydra.run.dir={tmp_path / 'whole'}"], capsys)
+    assert code == 0, err
+    assert final_fingerprint(run_dir) == final_fingerprint(tmp_path / "whole")
+    strip = ("time/steps_per_second", "time/chunk_seconds")
+    assert [{k: v for k, v in r.items() if k not in strip} for r in train_rows(run_dir)] == [
+        {k: v for k, v in r.items() if k not in strip} for r in train_rows(tmp_path / "whole")
+    ]
+
+
+def test_ctrl_c_inside_a_host_callback_is_one_line_and_130(tmp_path, capsys, monkeypatch, caplog):
+    """JAX hands a KeyboardInterrupt raised in a host callback back as a JaxRuntimeError
+    (and logs it with a traceback): still exit 130 and the one line, deterministically
+    (the fake agent's per-chunk ``time.sleep`` callback raises it)."""
+    import launcher_fakes
+
+    def ctrl_c(seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher_fakes, "time", types.SimpleNamespace(sleep=ctrl_c))
+    argv = [*SMOKE, *QUIET, "logger=disabled", "agent.sleep_s=0.1"]
+    code, _, err = launch([*argv, f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert code == 130 and err == f"{INTERRUPTED}\n"
+    assert not [r for r in caplog.records if r.name.startswith("jax")]  # no traceback logged
+
+
+# ---------------------------------------------- 7. the documented command lines
+DOCS = ("README.md", "docs/launcher.md", "Makefile")
+SUBMITIT = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
+COMMAND = re.compile(r"(?:^|\s|\$\(BIN\)/)(python -m launcher|wmrl)(?=\s|$)(.*)")
+
+
+def documented_commands() -> list[tuple[str, str, str]]:
+    """``(file:line, command, the whole source line)`` of every ``python -m launcher`` /
+    ``wmrl`` command in the docs: code-block lines and inline code. A template (``...``,
+    ``<placeholder>``) is not a command."""
+    found = []
+    for name in DOCS:
+        block = name == "Makefile"
+        for n, line in enumerate((ROOT / name).read_text().splitlines(), 1):
+            if line.strip().startswith("```"):
+                block = not block
+                continue
+            spans = [line.split(" #")[0]] if block else re.findall(r"`([^`]+)`", line)
+            for span in spans:
+                match = COMMAND.search(span)
+                if match is None or "..." in span or "<" in span:
+                    continue
+                if not block and not match[2].strip():  # the command's name in prose
+                    continue
+                found.append((f"{name}:{n}", f"{match[1]}{match[2]}".strip(), line))
+    return found
+
+
+def command_overrides(command: str) -> tuple[list[str], bool] | None:
+    """(overrides, multirun) of a launcher command line; None for -sc / --help ones."""
+    words = shlex.split(command)
+    words = words[3:] if words[0] == "python" else words[1:]
+    overrides, multirun, skip = [], False, False
+    for word in words:
+        if skip:
+            skip = False
+        elif word in ("-m", "--multirun"):
+            multirun = True
+        elif word in ("--cfg", "-c", "--package", "-p"):
+            skip = True
+        elif word in ("-sc", "--shell-completion", "--help", "-h", "--hydra-help", "--info"):
+            return None
+        elif word.startswith("-"):
+            continue
+        else:
+            overrides.append(word)
+    return overrides, multirun
+
+
+def test_every_documented_command_line_passes_the_pre_check(tmp_path, monkeypatch):
+    """Each passes ``check_overrides`` as written, or with ``+allow_long_cpu_run=true`` when
+    its line says it is for an accelerator; one marked "not runnable yet" must be refused."""
+    monkeypatch.chdir(tmp_path)
+    commands = documented_commands()
+    assert len(commands) >= 15, commands
+    checked, seen = 0, set()
+    for where, command, line in commands:
+        parsed = command_overrides(command)
+        if parsed is None:
+            continue
+        overrides, multirun = parsed
+        key = (tuple(overrides), multirun, "accelerator" in line, "not runnable yet" in line)
+        if key in seen:  # the same command in another file
+            continue
+        seen.add(key)
+        if "hydra/launcher=submitit_slurm" in overrides and not SUBMITIT:
+            continue
+        if "not runnable yet" in line:
+            with pytest.raises(ConfigError):
+                check_overrides(overrides, multirun=multirun)
+            continue
+        if "accelerator" in line:
+            overrides = [*overrides, "+allow_long_cpu_run=true"]
+        try:
+            check_overrides(overrides, multirun=multirun)
+        except ConfigError as err:
+            pytest.fail(f"{where}: {command}: {err}")
+        checked += 1
+    assert checked >= 8
+
+
+def test_the_readme_says_which_agents_run():
+    readme = (ROOT / "README.md").read_text()
+    assert "not implemented yet" in readme.split("## Layout")[0]  # DreamerV3, up front
+    with pytest.raises(ConfigError, match="agent=dreamerv3: not implemented yet"):
+        check_overrides(["agent=dreamerv3", "protocol=smoke"])
+
+
+# ------------------------------------------------ 8. the launcher names no agent
+AGENT_NAMES = re.compile(r"tdmpc2|dreamerv3|td-mpc2|dreamer", re.IGNORECASE)
+
+
+def test_launcher_source_names_no_agent_and_imports_only_the_agent_api():
+    for path in sorted((ROOT / "launcher").rglob("*.py")):
+        text = path.read_text()
+        hits = [ln for ln in text.splitlines() if AGENT_NAMES.search(ln)]
+        assert not hits, (path.name, hits)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+                if node.module == "agents":
+                    modules = [f"agents.{a.name}" for a in node.names]
+            else:
+                continue
+            for module in modules:
+                if module.split(".")[0] == "agents":
+                    assert module == "agents.api", (path.name, module)
+
+
+def test_importing_the_launcher_imports_no_agent_package():
+    code = (
+        "import sys, launcher.cli, launcher.run, launcher.evaluate, launcher.report\n"
+        "import json\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'agents')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=process_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == ["agents", "agents.api"]
+
+
+def test_an_agent_plugged_in_by_yaml_alone_runs_smoke_resume_report(tmp_path, capsys):
+    assert "fake" not in group_options("agent")
+    assert "fake" in group_options("agent", FAKE)
+    run_dir = tmp_path / "run"
+    argv = [*SMOKE, *QUIET, "logger=disabled", f"hydra.run.dir={run_dir}"]
+    code, out, err = launch([*argv, "+stop_after_chunks=1"], capsys)
+    assert code == 0, err
+    assert "chunks:       1/2 (stopped early; relaunch to continue)" in out
+    code, out, err = launch(argv, capsys)
+    assert code == 0, err
+    assert "chunks:       2/2 (resumed after chunk 1)" in out
+    stored = json.loads((run_dir / "run.json").read_text())
+    assert stored["identity"]["agent"]["name"] == "fake"
+    assert stored["config"]["agent"]["entry"] == "launcher_fakes:FAKE_ENTRY"
+    assert stored["run_name"].startswith("fake-pendulum-smoke-")
+    assert [r["timestep"] for r in train_rows(run_dir)] == [20, 40]
+    assert report_main([str(run_dir)]) == 0
+    assert (run_dir / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert evaluate_main([str(run_dir), "--episodes", "2"]) == 0
