@@ -25,9 +25,13 @@ from envs.core import EnvSpec
 
 
 def _hold(path: str, from_tick: int, first_tick: Any, timeout_s: float = 120.0) -> None:
-    """Wait until ``path`` exists if the train call starts at ``from_tick`` or later."""
+    """Wait until ``path`` exists if the train call starts at ``from_tick`` or later
+    (``path + ".waiting"`` says that it waits)."""
     if int(np.asarray(first_tick).reshape(-1)[0]) < from_tick:
         return
+    if not os.path.exists(path):
+        with open(f"{path}.waiting", "w"):
+            pass
     deadline = time.monotonic() + timeout_s
     while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.02)

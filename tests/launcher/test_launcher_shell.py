@@ -94,9 +94,12 @@ def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
     """SIGINT mid-run (inside the fake agent's host callback, where JAX wraps it): exit
     130, one line on stderr; the relaunch resumes from the last checkpoint and ends with
     the same state as an uninterrupted run. Also: ``WMRL_COMPILE_CACHE=off`` writes no
-    compile cache."""
-    run_dir, xdg = tmp_path / "run", tmp_path / "xdg"
-    argv = [*SMOKE, "logger=disabled", "protocol.n_timesteps=120", "agent.sleep_s=0.5"]
+    compile cache. The run is held inside chunk 2's train call (its first tick is 21: T =
+    20 agent steps + the hold tick) until the signal has been sent, so the run cannot
+    finish first."""
+    run_dir, xdg, hold = tmp_path / "run", tmp_path / "xdg", tmp_path / "go"
+    argv = [*SMOKE, "logger=disabled", "protocol.n_timesteps=120"]
+    argv += [f"agent.hold_file={hold}", "agent.hold_at=21"]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -114,15 +117,18 @@ def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
     )
     try:
         deadline = time.monotonic() + 240
-        while not checkpoint_steps(run_dir) and proc.poll() is None:
-            assert time.monotonic() < deadline, "no checkpoint after 240 s"
+        waiting = Path(f"{hold}.waiting")
+        while not (waiting.exists() and checkpoint_steps(run_dir)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run did not reach chunk 2 in 240 s"
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)  # in chunk 2 (of 6; most of it the 0.5 s callback)
+        proc.send_signal(signal.SIGINT)  # held in chunk 2's train call
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    hold.touch()  # the relaunch and the uninterrupted run below pass straight through
     assert proc.returncode == 130, (out[-2000:], err[-2000:])
     assert err == f"{INTERRUPTED}\n"
     saved = checkpoint_steps(run_dir)
