@@ -1,0 +1,115 @@
+"""DreamerV3 vector encoder, decoder, reward / critic (two-hot) and continue heads.
+
+Reference 2411f7d ``nets.py:223-531``; notes §3, §4, §6. Every hidden layer is Linear ->
+RMSNorm(1e-4) -> SiLU (:class:`agents.common.NormedMLP`), kernels fan-in truncated normal
+with the output layer's ``outscale`` (D23), zero biases.
+
+* :class:`Encoder`: ``symlog(obs)`` -> ``enc_layers`` x units; the last hidden is the embedding.
+* :class:`Decoder`: features -> ``dec_layers`` x units -> Linear(O, outscale 0.1: the ``Dist``
+  class default reaches the vector output, ``nets.py:316-321,408``); the prediction lives in
+  symlog space; loss :func:`symlog_mse`.
+* :class:`TwoHotHead` (reward, critic): -> Linear(bins + 1, outscale 0), the last logit
+  dropped (``nets.py:432-438``); the distribution is ``TwoHot.dreamerv3(bins)`` in raw space.
+* :class:`ContinueHead`: -> Linear(1, outscale 1) -> Bernoulli logit; loss
+  :func:`bernoulli_nll` (soft targets allowed).
+
+Shapes: ``feat [..., F] -> embed [..., units]``, ``recon [..., O]``, ``logits [..., bins]``,
+``logit [...]``. Param trees: ``{mlp: {dense_i: {kernel, bias}, norm_i: {scale}}, out:
+{kernel, bias}}`` (the encoder has no ``out``).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from agents.common import NormedMLP, dreamerv3_kernel_init, linear, symlog
+
+__all__ = [
+    "ContinueHead",
+    "Decoder",
+    "Encoder",
+    "TwoHotHead",
+    "bernoulli_mean",
+    "bernoulli_nll",
+    "symlog_mse",
+]
+
+
+class Encoder(nn.Module):
+    """``obs [..., O] -> embed [..., units]`` (``nets.py:246-253``)."""
+
+    layers: int
+    units: int
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return NormedMLP(self.layers, self.units, name="mlp")(symlog(obs.astype(jnp.float32)))
+
+
+class Decoder(nn.Module):
+    """``feat [..., F] -> symlog-space reconstruction [..., O]`` (``nets.py:306-321``)."""
+
+    layers: int
+    units: int
+    obs_size: int
+    outscale: float = 0.1
+
+    @nn.compact
+    def __call__(self, feat: jax.Array) -> jax.Array:
+        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
+        return linear(self.obs_size, dreamerv3_kernel_init(self.outscale), name="out")(x)
+
+
+class TwoHotHead(nn.Module):
+    """``feat [..., F] -> logits [..., bins]`` of a symexp two-hot (``nets.py:432-471``)."""
+
+    layers: int
+    units: int
+    bins: int = 255
+    outscale: float = 0.0
+
+    @nn.compact
+    def __call__(self, feat: jax.Array) -> jax.Array:
+        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
+        width = self.bins + self.bins % 2  # 256 columns, the last one unused
+        out = linear(width, dreamerv3_kernel_init(self.outscale), name="out")(x)
+        return out[..., : self.bins]
+
+
+class ContinueHead(nn.Module):
+    """``feat [..., F] -> Bernoulli logit [...]`` (``nets.py:515-517``, ``binary``)."""
+
+    layers: int
+    units: int
+    outscale: float = 1.0
+
+    @nn.compact
+    def __call__(self, feat: jax.Array) -> jax.Array:
+        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
+        return linear(1, dreamerv3_kernel_init(self.outscale), name="out")(x)[..., 0]
+
+
+def symlog_mse(pred: jax.Array, target: jax.Array, tol: float = 1e-8) -> jax.Array:
+    """``sum((pred - symlog(target))^2)`` over the last axis, squares below ``tol`` set to 0.
+
+    The reference's ``TransformedMseDist`` negative log-prob (``jaxutils.py:179-207``): no
+    1/2 factor. ``[..., O] -> [...]``.
+    """
+    sq = jnp.square(pred - symlog(target))
+    return jnp.sum(jnp.where(sq < tol, 0.0, sq), -1)
+
+
+def bernoulli_nll(logit: jax.Array, target: jax.Array) -> jax.Array:
+    """``-(target log sigmoid(l) + (1 - target) log sigmoid(-l))``, elementwise.
+
+    tfp ``Bernoulli.log_prob`` with logits (``softplus`` forms), soft targets allowed
+    (the continue head's ``(1 - is_terminal)(1 - 1/horizon)``, notes §7).
+    """
+    return jax.nn.softplus(logit) * (1.0 - target) + jax.nn.softplus(-logit) * target
+
+
+def bernoulli_mean(logit: jax.Array) -> jax.Array:
+    """Mean of the continue head's Bernoulli: ``sigmoid(logit)``."""
+    return jax.nn.sigmoid(logit)

@@ -1,0 +1,123 @@
+"""The DreamerV3 modules built from a config and the env's sizes, and their parameters.
+
+Reference 2411f7d ``agent.py:44-83``: encoder ``enc``, RSSM ``dyn``, decoder ``dec``, reward
+``rew``, continue ``con``, ``actor``, ``critic`` and ``slowcritic`` (same architecture as the
+critic, its own parameters, trained only by the EMA of :mod:`agents.dreamerv3.train`).
+
+Parameter tree (``Networks.init``)::
+
+    {"enc", "dyn", "dec", "rew", "con", "actor", "critic"}   trained (one joint gradient)
+    slow critic                                               a copy of the critic's tree
+
+Groups of the three optimizer instances (design §6.2): world model = enc, dyn, dec, rew,
+con; actor; critic (:data:`GROUPS`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from agents.dreamerv3.actor import Actor
+from agents.dreamerv3.config import DreamerV3Config
+from agents.dreamerv3.heads import ContinueHead, Decoder, Encoder, TwoHotHead
+from agents.dreamerv3.rssm import RSSM
+
+__all__ = ["GROUPS", "Networks", "count_params"]
+
+Params = dict[str, Any]
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "world_model": ("enc", "dyn", "dec", "rew", "con"),
+    "actor": ("actor",),
+    "critic": ("critic",),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Networks:
+    """Flax modules for one config and env: ``obs_size`` O, ``action_size`` A (classes if
+    ``discrete``)."""
+
+    cfg: DreamerV3Config
+    obs_size: int
+    action_size: int
+    discrete: bool
+
+    @property
+    def rssm(self) -> RSSM:
+        c = self.cfg
+        return RSSM(
+            deter=c.deter_size,
+            hidden=c.hidden_size,
+            stoch=c.stoch,
+            classes=c.classes_size,
+            blocks=c.blocks,
+            img_layers=c.img_layers,
+            obs_layers=c.obs_layers,
+            dyn_layers=c.dyn_layers,
+            unimix=c.unimix,
+        )
+
+    @property
+    def encoder(self) -> Encoder:
+        return Encoder(self.cfg.enc_layers, self.cfg.units_size)
+
+    @property
+    def decoder(self) -> Decoder:
+        return Decoder(self.cfg.dec_layers, self.cfg.units_size, self.obs_size)
+
+    @property
+    def reward(self) -> TwoHotHead:
+        return TwoHotHead(self.cfg.rew_layers, self.cfg.units_size, self.cfg.bins)
+
+    @property
+    def cont(self) -> ContinueHead:
+        return ContinueHead(self.cfg.con_layers, self.cfg.units_size)
+
+    @property
+    def critic(self) -> TwoHotHead:
+        return TwoHotHead(self.cfg.critic_layers, self.cfg.units_size, self.cfg.bins)
+
+    @property
+    def actor(self) -> Actor:
+        c = self.cfg
+        return Actor(
+            c.actor_layers,
+            c.units_size,
+            self.action_size,
+            self.discrete,
+            minstd=c.minstd,
+            maxstd=c.maxstd,
+            unimix=c.actor_unimix,
+        )
+
+    def init(self, key: jax.Array) -> tuple[Params, Params]:
+        """``(params, slow_critic_params)`` for one seed; the slow critic has its own init."""
+        c = self.cfg
+        keys = jax.random.split(key, 8)
+        feat = jnp.zeros((1, c.feat_size), jnp.float32)
+        rssm = self.rssm
+        lat = rssm.initial(1)
+        embed = jnp.zeros((1, c.units_size), jnp.float32)
+        action = jnp.zeros((1, self.action_size), jnp.float32)
+        first = jnp.zeros((1,), bool)
+        params = {
+            "enc": self.encoder.init(keys[0], jnp.zeros((1, self.obs_size)))["params"],
+            "dyn": rssm.init(keys[1], lat, action, embed, first)["params"],
+            "dec": self.decoder.init(keys[2], feat)["params"],
+            "rew": self.reward.init(keys[3], feat)["params"],
+            "con": self.cont.init(keys[4], feat)["params"],
+            "actor": self.actor.init(keys[5], feat)["params"],
+            "critic": self.critic.init(keys[6], feat)["params"],
+        }
+        slow = self.critic.init(keys[7], feat)["params"]
+        return params, slow
+
+
+def count_params(tree: Any) -> int:
+    """Number of scalars in a parameter tree."""
+    return int(sum(x.size for x in jax.tree_util.tree_leaves(tree)))

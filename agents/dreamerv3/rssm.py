@@ -1,0 +1,192 @@
+"""DreamerV3 RSSM: block GRU core, posterior (observe) and prior (imagine) steps.
+
+Reference 2411f7d ``nets.py:16-220`` (``RSSM``, cell ``blockgru``) and ``nets.py:638-701``
+(``BlockLinear``); notes §5. One step at a time over a batch; the callers scan over time.
+
+State ("latent"): ``deter [B, D]`` float32 and ``stoch [B, S, C]`` one-hot (straight-through).
+Features for every head: ``concat(deter, flatten(stoch))`` (:func:`features`).
+
+Block GRU (``nets.py:119-173``), g = ``blocks``:
+
+* ``action / sg(max(1, |action|))`` elementwise;
+* ``x0, x1, x2`` = Linear(H) + RMSNorm + SiLU of ``deter``, ``flatten(stoch)``, ``action``
+  (``dynin0..2``);
+* per group ``[deter_g (D/g), x0, x1, x2]`` flattened to ``D + 3 g H``;
+* ``dyn0`` = BlockLinear(D) + RMSNorm over all D + SiLU; ``dyncore`` = BlockLinear(3 D);
+* output as ``(g, 3 D/g)`` split into reset | cand | update per group, each flattened to D;
+  ``r = sigmoid(reset)``, ``c = tanh(r * cand)``, ``u = sigmoid(update - 1)``,
+  ``deter' = u c + (1 - u) deter``.
+
+Posterior logits: ``obs0`` (Linear(H) + norm + act) of ``concat(deter', embed)`` then
+``obslogit`` Linear(S C); prior logits: ``img0``, ``img1`` then ``imglogit``; both with 1%
+unimix (:func:`agents.dreamerv3.latents.unimix_logits`). Kernels: fan-in truncated normal
+(D23), with BlockLinear's fan-in the FULL input width (``block_fans: False``).
+
+Param tree (names as the reference's, with single layers as one-layer ``NormedMLP``)::
+
+    dynin{0,1,2}: {dense_0: {kernel [D|SC|A, H], bias [H]}, norm_0: {scale [H]}}
+    dyn0:    {kernel [g, D/g + 3H, D/g], bias [D], norm: {scale [D]}}
+    dyncore: {kernel [g, D/g, 3D/g], bias [3D]}
+    obs0, img0, img1: {dense_0: ..., norm_0: ...};  obslogit, imglogit: {kernel, bias [S C]}
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from agents.common import NormedMLP, RMSNorm, dreamerv3_kernel_init, linear
+from agents.dreamerv3.latents import onehot_sample, unimix_logits
+
+__all__ = ["RSSM", "BlockLinear", "features"]
+
+Latent = dict[str, jax.Array]
+
+
+def features(deter: jax.Array, stoch: jax.Array) -> jax.Array:
+    """``concat(deter [..., D], flatten(stoch [..., S, C]))`` -> ``[..., D + S C]``."""
+    return jnp.concatenate([deter, stoch.reshape(*stoch.shape[:-2], -1)], -1)
+
+
+class BlockLinear(nn.Module):
+    """Block-diagonal linear layer (``nets.py:638-701``): ``[..., in] -> [..., units]``.
+
+    The input is split into ``groups`` equal slices (zero-padded when ``in`` is not
+    divisible), slice ``k`` is multiplied by ``kernel[k] [in/g, units/g]``, the results are
+    concatenated and a full-width bias is added. Kernel init: fan-in truncated normal with the
+    fan-in of the whole layer, ``in`` (``block_fans: False``, ``nets.py:873-884``).
+    """
+
+    units: int
+    groups: int
+    outscale: float = 1.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        g = self.groups
+        width = x.shape[-1]
+        pad = -width % g
+        if pad:
+            x = jnp.concatenate([x, jnp.zeros((*x.shape[:-1], pad), x.dtype)], -1)
+            width += pad
+        shape = (g, width // g, self.units // g)
+        # variance_scaling's fan-in of a [g, in/g, out/g] kernel is in/g * g = in: the full
+        # input width, as the reference's block_fans=False.
+        init = dreamerv3_kernel_init(self.outscale)
+        kernel = self.param("kernel", init, shape)
+        bias = self.param("bias", nn.initializers.zeros, (self.units,))
+        y = jnp.einsum("...ki,kio->...ko", x.reshape(*x.shape[:-1], g, width // g), kernel)
+        return y.reshape(*x.shape[:-1], self.units) + bias
+
+
+class RSSM(nn.Module):
+    """Recurrent state-space model (module docstring). All methods act on one time step."""
+
+    deter: int
+    hidden: int
+    stoch: int
+    classes: int
+    blocks: int = 8
+    img_layers: int = 2
+    obs_layers: int = 1
+    dyn_layers: int = 1
+    unimix: float = 0.01
+
+    def setup(self) -> None:
+        mlp = lambda name: NormedMLP(1, self.hidden, name=name)  # noqa: E731
+        self.dynin = [mlp(f"dynin{i}") for i in range(3)]
+        self.dyn = [
+            BlockLinear(self.deter, self.blocks, name=f"dyn{i}") for i in range(self.dyn_layers)
+        ]
+        self.dyn_norm = [RMSNorm(name=f"dyn{i}_norm") for i in range(self.dyn_layers)]
+        self.dyncore = BlockLinear(3 * self.deter, self.blocks, name="dyncore")
+        self.obs = [mlp(f"obs{i}") for i in range(self.obs_layers)]
+        self.img = [mlp(f"img{i}") for i in range(self.img_layers)]
+        logit = lambda name: linear(  # noqa: E731
+            self.stoch * self.classes, dreamerv3_kernel_init(1.0), name=name
+        )
+        self.obslogit = logit("obslogit")
+        self.imglogit = logit("imglogit")
+
+    def initial(self, batch: int) -> Latent:
+        """Zero latent (``nets.py:39-45``): ``deter [B, D]``, ``stoch [B, S, C]``."""
+        return {
+            "deter": jnp.zeros((batch, self.deter), jnp.float32),
+            "stoch": jnp.zeros((batch, self.stoch, self.classes), jnp.float32),
+        }
+
+    def gru(self, deter: jax.Array, stoch: jax.Array, action: jax.Array) -> jax.Array:
+        """Block GRU step: ``deter [B, D], stoch [B, S, C], action [B, A] -> deter' [B, D]``."""
+        g = self.blocks
+        action = action / jax.lax.stop_gradient(jnp.maximum(1.0, jnp.abs(action)))
+        flat_stoch = stoch.reshape(*stoch.shape[:-2], -1)
+        x = jnp.concatenate(
+            [f(v) for f, v in zip(self.dynin, (deter, flat_stoch, action), strict=True)], -1
+        )
+        lead = deter.shape[:-1]
+        x = jnp.broadcast_to(x[..., None, :], (*lead, g, x.shape[-1]))
+        x = jnp.concatenate([deter.reshape(*lead, g, -1), x], -1).reshape(*lead, -1)
+        for layer, norm in zip(self.dyn, self.dyn_norm, strict=True):
+            x = jax.nn.silu(norm(layer(x)))
+        x = self.dyncore(x).reshape(*lead, g, -1)
+        reset, cand, update = (p.reshape(*lead, -1) for p in jnp.split(x, 3, -1))
+        reset = jax.nn.sigmoid(reset)
+        cand = jnp.tanh(reset * cand)
+        update = jax.nn.sigmoid(update - 1.0)
+        return update * cand + (1.0 - update) * deter
+
+    def _logits(self, layer: nn.Module, x: jax.Array) -> jax.Array:
+        logits = layer(x).reshape(*x.shape[:-1], self.stoch, self.classes)
+        return unimix_logits(logits, self.unimix)
+
+    def prior(self, deter: jax.Array) -> jax.Array:
+        """Prior logits ``[B, S, C]`` (unimixed) from ``deter [B, D]`` (``nets.py:112-117``)."""
+        x = deter
+        for layer in self.img:
+            x = layer(x)
+        return self._logits(self.imglogit, x)
+
+    def posterior(self, deter: jax.Array, embed: jax.Array) -> jax.Array:
+        """Posterior logits ``[B, S, C]`` from ``concat(deter, embed)`` (``nets.py:70-73``)."""
+        x = jnp.concatenate([deter, embed], -1)
+        for layer in self.obs:
+            x = layer(x)
+        return self._logits(self.obslogit, x)
+
+    def observe(
+        self,
+        lat: Latent,
+        action: jax.Array,
+        embed: jax.Array,
+        is_first: jax.Array,
+        gumbel: jax.Array,
+    ) -> tuple[Latent, jax.Array]:
+        """Posterior step (``nets.py:53-76``); returns ``(latent', logits [B, S, C])``.
+
+        ``is_first [B]`` zeroes ``deter``, ``stoch`` and ``action`` before the GRU;
+        ``gumbel [B, S, C]`` is the posterior sample's noise.
+        """
+        keep = 1.0 - is_first.astype(jnp.float32)
+        deter = lat["deter"] * keep[:, None]
+        stoch = lat["stoch"] * keep[:, None, None]
+        action = action * keep[:, None]
+        deter = self.gru(deter, stoch, action)
+        logits = self.posterior(deter, embed)
+        return {"deter": deter, "stoch": onehot_sample(logits, gumbel)}, logits
+
+    def imagine(
+        self, lat: Latent, action: jax.Array, gumbel: jax.Array
+    ) -> tuple[Latent, jax.Array]:
+        """Prior step (``nets.py:78-95``); returns ``(latent', logits [B, S, C])``."""
+        deter = self.gru(lat["deter"], lat["stoch"], action)
+        logits = self.prior(deter)
+        return {"deter": deter, "stoch": onehot_sample(logits, gumbel)}, logits
+
+    def __call__(
+        self, lat: Latent, action: jax.Array, embed: jax.Array, is_first: jax.Array
+    ) -> jax.Array:
+        """Init entry: touches every parameter (observe, then the prior)."""
+        gumbel = jnp.zeros((action.shape[0], self.stoch, self.classes), jnp.float32)
+        lat, _ = self.observe(lat, action, embed, is_first, gumbel)
+        return self.prior(lat["deter"])
