@@ -1,0 +1,68 @@
+"""Shared tiny DreamerV3 configs, networks and batches for the tests in this folder.
+
+The tiny sizes are those of the reference fixtures (``parity/``): pairwise distinct so that a
+transposed or swapped axis cannot pass: obs 5, continuous actions 2 / discrete 10, deter 64
+(8 blocks of 8), hidden 24, stoch 4, classes 9, units 40, B 3, T 6 trained rows (+1 context),
+imagination 15, policy envs 11.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents.dreamerv3.config import DreamerV3Config
+from agents.dreamerv3.networks import Networks
+from agents.dreamerv3.world_model import Batch
+
+OBS, ACT_CONT, ACT_DISC = 5, 2, 10
+B, T, N_ENVS = 3, 6, 11
+
+
+def tiny_config(**overrides) -> DreamerV3Config:
+    """The fixtures' config: tiny widths, every other hyperparameter at its default."""
+    kw = dict(deter=64, hidden=24, stoch=4, classes=9, units=40, model_size="1m")
+    kw.update(overrides)
+    return DreamerV3Config(**kw)
+
+
+def tiny_nets(discrete: bool, **overrides) -> Networks:
+    return Networks(tiny_config(**overrides), OBS, ACT_DISC if discrete else ACT_CONT, discrete)
+
+
+def random_batch(nets: Networks, seed: int = 0, batch: int = B, length: int = T) -> Batch:
+    """A batch of ``batch`` x ``length + 1`` rows with episode boundaries inside: row 0
+    starts an episode, one row ends with a termination and one with a truncation."""
+    r = np.random.default_rng(seed)
+    rows = length + 1
+    c = nets.cfg
+    if nets.discrete:
+        action = np.eye(nets.action_size, dtype=np.float32)[
+            r.integers(0, nets.action_size, (batch, rows))
+        ]
+    else:
+        action = (1.5 * r.normal(size=(batch, rows, nets.action_size))).astype(np.float32)
+    is_first = np.zeros((batch, rows), bool)
+    is_last = np.zeros((batch, rows), bool)
+    is_term = np.zeros((batch, rows), bool)
+    is_first[:, 0] = True
+    is_term[0, 3] = is_last[0, 3] = True
+    is_first[0, 4] = True
+    is_last[-1, 2] = True
+    is_first[-1, 3] = True
+    return Batch(
+        obs=jnp.asarray(r.normal(size=(batch, rows, nets.obs_size)) * 2.0, jnp.float32),
+        action=jnp.asarray(action),
+        reward=jnp.asarray(r.normal(size=(batch, rows)), jnp.float32),
+        is_first=jnp.asarray(is_first),
+        is_last=jnp.asarray(is_last),
+        is_terminal=jnp.asarray(is_term),
+        deter=jnp.asarray(r.uniform(-1, 1, (batch, rows, c.deter_size)), jnp.float32),
+        stoch=jnp.asarray(r.integers(0, c.classes_size, (batch, rows, c.stoch)), jnp.int32),
+    )
+
+
+@pytest.fixture(scope="session", params=[False, True], ids=["cont", "disc"])
+def nets(request) -> Networks:
+    return tiny_nets(request.param)
