@@ -15,7 +15,8 @@ Every method of :class:`Agent` but :meth:`Agent.check` and :meth:`Agent.ticks_fo
 pure JAX function of ONE seed (the launcher vmaps the seed axis); ``ticks`` are absolute
 tick indices, unbatched, so a resumed run continues the same computation exactly.
 
-This module imports neither JAX nor any agent: resolving a config stays cheap.
+This package imports neither JAX nor any agent: resolving a config stays cheap. It lives
+outside ``agents/`` so that the launcher imports nothing under ``agents/`` (tested).
 """
 
 from __future__ import annotations

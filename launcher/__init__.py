@@ -8,7 +8,7 @@
     python -m launcher.evaluate RUN_DIR --episodes 10  # evaluate the latest checkpoint
 
 The launcher names no agent: an agent plugs in by its YAML (``conf/agent/<name>.yaml``,
-``entry: package.module:ENTRY``, an :class:`agents.api.AgentEntry`).
+``entry: package.module:ENTRY``, an :class:`agent_api.AgentEntry`).
 
 Modules: :mod:`launcher.config` (validation into :class:`launcher.schema.RunSpec`),
 :mod:`launcher.cli` (Hydra entry, exit status 2 on bad input), :mod:`launcher.guards`

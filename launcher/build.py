@@ -3,7 +3,7 @@
 Env facts come from :func:`envs.facts` (static tables: nothing is built); its typed
 errors carry the argument at fault, which names the config key (``env.id``,
 ``env.action_repeat``, ``env.episode_length``). Whether the agent can run the env is
-decided by the agent's :class:`agents.api.EnvRequirements` from those facts, here and
+decided by the agent's :class:`agent_api.EnvRequirements` from those facts, here and
 nowhere else in the launcher.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agents.api import Agent, AgentEntry
+from agent_api import Agent, AgentEntry
 from launcher.errors import ConfigError
 from launcher.schema import EnvSpecConfig, RunSpec
 

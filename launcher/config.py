@@ -8,7 +8,7 @@ that names the offending key and its valid values; nothing here builds an env or
 agent (:mod:`launcher.build` holds the checks that need the env's facts).
 
 The launcher knows no agent by name: an agent is whatever ``agent.entry`` points at
-(an :class:`agents.api.AgentEntry`).
+(an :class:`agent_api.AgentEntry`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from agents.api import AgentEntry, load
+from agent_api import AgentEntry, load
 from launcher.coerce import build_dataclass, close_matches, coerce, describe, listing, section
 from launcher.errors import ConfigError
 from launcher.identity import plain

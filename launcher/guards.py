@@ -3,7 +3,7 @@
 * :func:`check_cpu_budget`: on a machine without an accelerator, a launch whose
   estimated wall time exceeds :data:`CPU_HOURS_LIMIT` is refused (exit 2) unless
   confirmed with ``+allow_long_cpu_run=true``. The estimate is the agent's measured CPU
-  seconds per agent step (:attr:`agents.api.AgentEntry.cpu_seconds_per_step`) x steps x
+  seconds per agent step (:attr:`agent_api.AgentEntry.cpu_seconds_per_step`) x steps x
   seeds, the seeds spread over the cores.
 * :func:`check_run_dir_path`: the run directory (or a parent) is a file, or is not
   writable.
@@ -28,7 +28,7 @@ from launcher.errors import ConfigError, RunStopped
 from launcher.schema import RunSpec
 
 CPU_HOURS_LIMIT = 4.0
-# Metrics that may be NaN by contract (no episode ended in the chunk; agents/api.py).
+# Metrics that may be NaN by contract (no episode ended in the chunk; agent_api/__init__.py).
 MAY_BE_NAN = ("Train/episodic mean reward",)
 CPU_SIZED = "protocol=quick env=pendulum"
 

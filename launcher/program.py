@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from agents.api import Agent
+from agent_api import Agent
 
 
 class SeedProgram:

@@ -7,7 +7,7 @@ only when a run builds it.
 
 from __future__ import annotations
 
-from agents.api import AgentEntry, EnvRequirements
+from agent_api import AgentEntry, EnvRequirements
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
 
 # The reference bootstraps every episode end as a time limit (T31) and has no discrete

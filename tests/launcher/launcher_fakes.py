@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from agents.api import AgentEntry, EnvRequirements
+from agent_api import AgentEntry, EnvRequirements
 from envs.core import EnvSpec
 
 

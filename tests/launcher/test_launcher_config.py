@@ -13,7 +13,7 @@ import yaml
 from omegaconf import OmegaConf
 
 import envs
-from agents.api import AgentEntry, load
+from agent_api import AgentEntry, load
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
 from launcher.build import compatible_envs, precheck
 from launcher.cli import check_overrides, compose, compose_all, compose_spec, group_options
