@@ -16,7 +16,8 @@ fixed here (no flags): ``imag_start: all``, ``ac_grads: none``, ``slowtar: False
 
 Two-hot means (``TwoHotDist.mean``) are only ever used as stop-gradient constants; the parity
 tests may inject the reference's values through ``means`` (deviation D22: its pairwise sum is
-not reproducible bit for bit under another XLA build).
+not reproducible bit for bit under another XLA build). Computing imagination from
+stop-gradiented parameters changes no value or gradient: D33.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ with the output layer's ``outscale`` (D23), zero biases.
 * :class:`Encoder`: ``symlog(obs)`` -> ``enc_layers`` x units; the last hidden is the embedding.
 * :class:`Decoder`: features -> ``dec_layers`` x units -> Linear(O, outscale 0.1: the ``Dist``
   class default reaches the vector output, ``nets.py:316-321,408``); the prediction lives in
-  symlog space; loss :func:`symlog_mse`.
+  symlog space; loss :func:`symlog_mse`. One output layer for the flat observation vector
+  (the reference has one per observation key: D31).
 * :class:`TwoHotHead` (reward, critic): -> Linear(bins + 1, outscale 0), the last logit
   dropped (``nets.py:432-438``); the distribution is ``TwoHot.dreamerv3(bins)`` in raw space.
 * :class:`ContinueHead`: -> Linear(1, outscale 1) -> Bernoulli logit; loss

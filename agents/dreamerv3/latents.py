@@ -10,7 +10,7 @@ Shapes: ``logits [..., C]`` (the categorical axis last). A latent of S categoric
 
 Randomness enters as Gumbel noise of the logits' shape (design §6.2 randomness seams): the
 sample is ``one_hot(argmax(logits + g))``, exactly what the reference's sampler computes from
-its own draw ``g``, so recorded draws reproduce its samples.
+its own draw ``g``, so recorded draws reproduce its samples (D29).
 """
 
 from __future__ import annotations

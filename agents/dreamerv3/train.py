@@ -14,6 +14,9 @@ actor, critic; equal to one optimizer over all modules) and the slow-critic upda
 Randomness enters only as arrays (design §6.2 seams): :class:`TrainNoise` and
 :class:`PolicyNoise`, drawn by :func:`draw_train_noise` / :func:`draw_policy_noise`.
 
+Deviations: D29 (draws as arrays from JAX keys), D32 (outputs returned in the same call, not
+one call late), D22 (the ``means`` seam of the parity tests).
+
 Jit with ``jax.jit(train_step, static_argnums=0)`` (``nets`` is a frozen dataclass).
 """
 
