@@ -36,12 +36,8 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.entry import REQUIREMENTS
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.schedule import Schedule
-from agents.tdmpc2.update import (
-    TDMPC2TrainState,
-    draw_update_noise,
-    init_train_state,
-    update,
-)
+from agents.tdmpc2.train_state import TDMPC2TrainState, init_train_state
+from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import WorldModel
 from envs.core import Env
 from envs.row_collector import RowCollector, RowCollectorState

@@ -8,11 +8,9 @@ import pytest
 
 from agents.common.normalizers import RunningScale
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.train_state import WM_KEYS, global_norm_sq, init_train_state
 from agents.tdmpc2.update import (
-    WM_KEYS,
     draw_update_noise,
-    global_norm_sq,
-    init_train_state,
     model_losses,
     policy_loss,
     td_target,

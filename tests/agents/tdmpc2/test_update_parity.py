@@ -38,15 +38,8 @@ import pytest
 
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.reference_names import from_reference, q_member_names, to_reference
-from agents.tdmpc2.update import (
-    WM_KEYS,
-    UpdateNoise,
-    global_norm_sq,
-    model_losses,
-    policy_loss,
-    train_state_from_params,
-    update,
-)
+from agents.tdmpc2.train_state import WM_KEYS, global_norm_sq, train_state_from_params
+from agents.tdmpc2.update import UpdateNoise, model_losses, policy_loss, update
 from agents.tdmpc2.world_model import WorldModel, count_params
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
