@@ -64,7 +64,8 @@ from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as
 from agents.tdmpc2.buffer import Batch
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import draw_plan_noise, plan
-from agents.tdmpc2.update import draw_update_noise, init_train_state, update
+from agents.tdmpc2.train_state import init_train_state
+from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import WorldModel, count_params
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

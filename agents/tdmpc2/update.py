@@ -50,9 +50,6 @@ from agents.tdmpc2.train_state import (
     make_optimizers,
     torch_clip_by_global_norm,
 )
-
-# Re-exported: benchmarks/tdmpc2_speed.py imports it from this module.
-from agents.tdmpc2.train_state import init_train_state as init_train_state
 from agents.tdmpc2.world_model import Params, WorldModel
 
 __all__ = [
