@@ -55,6 +55,14 @@ def from_reference(flat: Mapping[str, np.ndarray]) -> tuple[dict[str, Any], dict
 
     Entries outside the network modules (optimizer, retnorm, counters) are ignored.
     """
+    dec_keys = {n for n in flat if re.match(r"^agent/dec/out_[^/]+/out/kernel$", n)}
+    if len(dec_keys) > 1:
+        # several observation keys: the reference has one output layer each, we have one for
+        # the flat vector (D31); concatenating them needs the env's key order, not known here
+        raise ValueError(
+            f"reference decoder has {len(dec_keys)} output layers {sorted(dec_keys)}; "
+            "from_reference maps a single-key (vector) observation only"
+        )
     params: dict[str, Any] = {}
     slow: dict[str, Any] = {}
     for name, value in flat.items():

@@ -8,6 +8,7 @@ imagination 15, policy envs 11.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -61,6 +62,23 @@ def random_batch(nets: Networks, seed: int = 0, batch: int = B, length: int = T)
         deter=jnp.asarray(r.uniform(-1, 1, (batch, rows, c.deter_size)), jnp.float32),
         stoch=jnp.asarray(r.integers(0, c.classes_size, (batch, rows, c.stoch)), jnp.int32),
     )
+
+
+def random_params(nets: Networks, seed: int = 0) -> tuple[dict, dict]:
+    """``nets.init``'s trees (``jax.eval_shape``: no init compile) with generic float32 values:
+    kernels ``N(0, 1/fan_in)`` (BlockLinear's fan-in is the full width, notes §3), biases
+    ``N(0, 0.25)``, norm scales ``1 + N(0, 0.25)``. Nothing is zero, so neither a misplaced bias
+    or scale nor a zero-init layer (reward and critic outputs) can hide an error or a gradient
+    path. Returns ``(params, slow_critic)``."""
+    r = np.random.default_rng(seed)
+
+    def fill(path, leaf):
+        z, kind = r.normal(size=leaf.shape), path[-1].key
+        if kind == "kernel":
+            return np.float32(z / np.sqrt(np.prod(leaf.shape[:-1])))
+        return np.float32((kind == "scale") + 0.5 * z)
+
+    return jax.tree_util.tree_map_with_path(fill, jax.eval_shape(nets.init, jax.random.key(0)))
 
 
 @pytest.fixture(scope="session", params=[False, True], ids=["cont", "disc"])

@@ -32,25 +32,15 @@ from agents.dreamerv3.heads import symlog_mse
 from agents.dreamerv3.latents import categorical_kl, onehot_sample, unimix_logits
 from agents.dreamerv3.returns import lambda_return, replay_return
 from agents.dreamerv3.world_model import observe_sequence, world_model_losses
-from tests.agents.dreamerv3.conftest import random_batch, tiny_nets
+from tests.agents.dreamerv3.conftest import random_batch, random_params, tiny_nets
 
 U, K_FN, f32 = 2.0**-24, 8, np.float32
 
 
 @functools.cache
 def _params(discrete: bool) -> dict:
-    """``nets.init``'s tree (``jax.eval_shape``: no init compile, ~15 s cold) with generic
-    float32 values: kernels ``N(0, 1/fan_in)`` (the full width for BlockLinear, notes §3),
-    biases ``N(0, 0.25)`` and norm scales ``1 + N(0, 0.25)``. Zero biases and unit scales
-    would hide a misplaced bias or scale."""
-    r = np.random.default_rng(0)
-    shapes = jax.eval_shape(tiny_nets(discrete).init, jax.random.key(0))
-    z = lambda leaf: r.normal(size=leaf.shape)
-    kernel = lambda leaf: z(leaf) / np.sqrt(np.prod(leaf.shape[:-1]))
-    fill = lambda p, x: f32(
-        kernel(x) if p[-1].key == "kernel" else (p[-1].key == "scale") + z(x) / 2
-    )
-    return jax.tree_util.tree_map_with_path(fill, shapes[0])
+    """Generic (non-zero) parameter values for the tiny nets (``conftest.random_params``)."""
+    return random_params(tiny_nets(discrete))[0]
 
 
 _gamma = lambda n: n * U / (1.0 - n * U)

@@ -12,7 +12,14 @@ import pytest
 from agents.dreamerv3 import reference_names
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
 from agents.dreamerv3.networks import Networks, count_params
-from tests.agents.dreamerv3.conftest import B, T, random_batch, tiny_config, tiny_nets
+from tests.agents.dreamerv3.conftest import (
+    B,
+    T,
+    random_batch,
+    random_params,
+    tiny_config,
+    tiny_nets,
+)
 
 # notes §12, vector obs and continuous actions:
 # preset -> (obs 5 / act 2 trainable, walker 24 / 6 trainable, walker RSSM, slow critic)
@@ -187,22 +194,6 @@ def _layer(path):
     return "/".join(path[:2]) if path[0] == "dyn" else path[0]
 
 
-def _random_params(nets, seed):
-    """``nets.init``'s trees (``jax.eval_shape``, no compile) filled with generic values:
-    kernels ``N(0, 1/fan_in)`` (BlockLinear's fan-in is the full width, notes §3), biases
-    ``N(0, 0.25)``, norm scales ``1 + N(0, 0.25)``. Nothing is zero, so no zero-init layer
-    (reward and critic outputs have outscale 0) can hide a gradient path."""
-    r = np.random.default_rng(seed)
-
-    def fill(path, leaf):
-        z, kind = r.normal(size=leaf.shape), path[-1].key
-        if kind == "kernel":
-            return np.float32(z / np.sqrt(np.prod(leaf.shape[:-1])))
-        return np.float32((kind == "scale") + 0.5 * z)
-
-    return jax.tree_util.tree_map_with_path(fill, jax.eval_shape(nets.init, jax.random.key(0)))
-
-
 @pytest.fixture(scope="module")
 def routing():
     """Per-term gradients ``d mean(loss_k) / d (params, slow critic)`` of ``train._loss`` on
@@ -218,7 +209,7 @@ def routing():
     from agents.dreamerv3 import train  # imports the optimizer
 
     nets = tiny_nets(False, free_nats=0.0)
-    params, slow = _random_params(nets, 1)
+    params, slow = random_params(nets, 1)
     state = train.TrainState(params, slow, {}, ReturnNormalizer().init(), jnp.zeros((), jnp.int32))
     batch = random_batch(nets)
     first = batch.replace(is_first=batch.is_first.at[:, 1:].set(True))
