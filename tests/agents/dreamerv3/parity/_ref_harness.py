@@ -195,6 +195,12 @@ class Taps:
     ``(bucket, kind, tag)`` in the order the sites were traced (= program order). Sites traced
     under a ninjax context with ``ignore=True`` (``nj.init`` and the shape-finding ``_prerun``
     traces of ``nj.grad``/``nj.scan``, whose results are discarded) are not tapped.
+
+    Modes (``draws``/``means``): ``identity`` (default; consumers use the callback's result,
+    so the recorded values are provably the consumed ones), ``debug`` (``jax.debug.callback``;
+    consumers keep the original value; dropped inside ``lax.scan`` under ``jax.grad``, so only
+    usable for the means), ``off``. ``identity`` and ``debug`` perturbed the same few metric
+    reductions and nothing else.
     """
 
     def __init__(self, ninjax, jaxutils, draws="identity", means="identity"):
@@ -343,6 +349,12 @@ def flatten_dict(tree, prefix) -> dict[str, np.ndarray]:
     return out
 
 
+# 0-d values (scalar metrics, losses, counters, config, sizes) are stored with shape (1,): the
+# format of the first recording, which tests/agents/dreamerv3/test_parity.py reads with ``[0]``.
+# (Set False for true 0-d arrays; that test must then read them with ``.reshape(-1)[0]``.)
+SCALARS_AS_1D = True
+
+
 def save_npz(path, arrays: dict):
     """Write an ``.npz`` byte-for-byte reproducibly (sorted keys, fixed zip timestamps)."""
     for k, v in arrays.items():
@@ -357,7 +369,8 @@ def save_npz(path, arrays: dict):
             info._compresslevel = 9  # python 3.11 name of the per-member level
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as f:
-                a = arrays[k] if arrays[k].flags.c_contiguous else arrays[k].copy()  # keeps 0-d
+                a = arrays[k].reshape(1) if SCALARS_AS_1D and arrays[k].ndim == 0 else arrays[k]
+                a = a if a.flags.c_contiguous else a.copy()
                 np.lib.format.write_array(f, a, allow_pickle=False)
     return path
 

@@ -19,7 +19,10 @@ blocks 8, units 40 everywhere, batch 3 x 7, ``opt.warmup 2``), then:
    4 chained ``agent.policy`` calls with 11 envs run;
 2. resets params and the seed Generator and runs the same chain again with ``Taps`` installed
    (``agent._transform()`` re-jits the wrapper's functions with the taps); asserts that every
-   output (params, metrics, write-back outs, carries, actions) is bitwise equal to step 1;
+   parameter, optimizer state, write-back, carry and action is bitwise equal to step 1. (The
+   taps do perturb the last bits of a few metric reductions over tapped values, e.g.
+   ``rew/mean``, ``td_error``: XLA fuses those reductions differently. They are listed in
+   ``meta/tap_perturbed_metrics``; the stored metrics are the untapped call's.)
 3. runs the gradient program for each train call (``Agent.train`` itself with the optimizer
    step replaced by an ``nj.grad`` capture; same pre-step params, inputs and seed) with taps;
    asserts its draws equal the train call's draws;
@@ -50,10 +53,15 @@ replaced by the data reward in the loss); ``imag_critic`` [N, H+1] ``critic.mean
 False); ``imag_slowcritic_reg`` [N, H+1] the second ``slowcritic.mean()``, the critic loss's
 slow regulariser target; ``replay_slowcritic`` [B, T] the replay critic's regulariser target;
 ``rewstats_pred`` and ``rewstats_predmean`` [B, T]: the two ``dist.mean()`` calls of
-``balance_stats`` on the replay reward head (metrics ``rewstats/*`` only). The loss also builds
-``replay_critic.mean()`` (``boot = dict(imag=..., critic=replay_critic.mean())`` evaluates both
-entries) but its value is unused with ``replay_critic_bootstrap: imag``: XLA removes it, and it
-is stored as ``means/replay_critic_unused`` only if it actually ran.
+``balance_stats`` on the replay reward head (metrics ``rewstats/*`` only). Two more calls are
+traced but never executed, because their values are unused and XLA drops them (asserted):
+``imag_slowcritic`` (``slowval``; only used when ``slowtar`` is set) and
+``replay_critic_unused`` (``boot = dict(imag=..., critic=replay_critic.mean())`` builds both
+entries; ``replay_critic_bootstrap: imag`` picks the first).
+
+Files (each < 1 MB; every key is unique across a case's files, so they can be merged):
+``dreamerv3_train_<case>.npz`` (everything except the per-call post-step state and gradients)
+and ``dreamerv3_train_<case>_call<i>.npz`` (``call<i>/post/*``, ``call<i>/grad/*``).
 """
 
 from __future__ import annotations
@@ -129,8 +137,7 @@ def run_case(case, embodied, dreamerv3, hashes, logdir, log):
     log(f"[{case}] untapped chain: {time.time() - t1:.0f} s")
 
     reset_agent(agent, embodied, init, rng_state)
-    modes = dict(x.split("=") for x in os.environ.get("DV3_TAPS", "").split(",") if x)
-    taps = H.Taps(nj, jaxutils, **modes)
+    taps = H.Taps(nj, jaxutils)
     taps.install()
     try:
         agent._transform()
@@ -145,7 +152,7 @@ def run_case(case, embodied, dreamerv3, hashes, logdir, log):
     assert not taps.unexpected, taps.unexpected
     assert not taps.buckets, list(taps.buckets)
 
-    if os.environ.get("DV3_DUMP"):
+    if os.environ.get("DV3_DUMP"):  # developer aid: pickle the raw runs to <prefix>_<case>.pkl
         with open(os.environ["DV3_DUMP"] + f"_{case}.pkl", "wb") as f:
             pickle.dump({"plain": plain, "tapped": tapped, "grads": grads}, f)
     # The taps change no parameter, write-back, carry or action (bitwise); they perturb the
