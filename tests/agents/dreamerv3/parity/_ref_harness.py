@@ -341,20 +341,6 @@ def to_np(tree):
     return jax.tree_util.tree_map(lambda x: np.array(x, copy=True), tree)
 
 
-def flatten_dict(tree, prefix) -> dict[str, np.ndarray]:
-    out = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        parts = [str(getattr(p, "key", getattr(p, "idx", p))) for p in path]
-        out["/".join([prefix, *parts])] = np.asarray(leaf)
-    return out
-
-
-# 0-d values (scalar metrics, losses, counters, config, sizes) are stored with shape (1,): the
-# format of the first recording, which tests/agents/dreamerv3/test_parity.py reads with ``[0]``.
-# (Set False for true 0-d arrays; that test must then read them with ``.reshape(-1)[0]``.)
-SCALARS_AS_1D = True
-
-
 def save_npz(path, arrays: dict):
     """Write an ``.npz`` byte-for-byte reproducibly (sorted keys, fixed zip timestamps)."""
     for k, v in arrays.items():
@@ -369,8 +355,7 @@ def save_npz(path, arrays: dict):
             info._compresslevel = 9  # python 3.11 name of the per-member level
             info.external_attr = 0o644 << 16
             with zf.open(info, "w", force_zip64=True) as f:
-                a = arrays[k].reshape(1) if SCALARS_AS_1D and arrays[k].ndim == 0 else arrays[k]
-                a = a if a.flags.c_contiguous else a.copy()
+                a = arrays[k] if arrays[k].flags.c_contiguous else arrays[k].copy()  # keeps 0-d
                 np.lib.format.write_array(f, a, allow_pickle=False)
     return path
 
