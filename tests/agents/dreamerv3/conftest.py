@@ -84,3 +84,30 @@ def random_params(nets: Networks, seed: int = 0) -> tuple[dict, dict]:
 @pytest.fixture(scope="session", params=[False, True], ids=["cont", "disc"])
 def nets(request) -> Networks:
     return tiny_nets(request.param)
+
+
+def agent_config(**overrides) -> DreamerV3Config:
+    """A tiny whole agent (the smoke protocol's widths): 3 envs, windows of 5 trained rows,
+    batch 4, train ratio 10 (half an update per row); its gate opens at tick 6."""
+    kw = dict(
+        model_size="1m",
+        units=16,
+        deter=32,
+        hidden=16,
+        classes=4,
+        stoch=4,
+        blocks=4,
+        enc_layers=1,
+        dec_layers=1,
+        actor_layers=1,
+        critic_layers=1,
+        bins=15,
+        imag_horizon=5,
+        batch_size=4,
+        batch_length=5,
+        train_ratio=10.0,
+        n_envs=3,
+        eval_episodes=3,
+    )
+    kw.update(overrides)
+    return DreamerV3Config(**kw)

@@ -1,0 +1,252 @@
+"""The DreamerV3 agent: ``init`` / ``train`` / ``evaluate`` as pure functions of one seed.
+
+``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (design §6.3-§6.6).
+Per tick:
+
+1. the row collector (dynamic mode: any episode end, design §6.5) emits one row per env;
+   the policy filters the observation with the carried posterior ``(deter, stoch,
+   prevact)`` and samples an action (the reference's policy always samples, notes §11);
+   the acting posterior's latents travel with the row;
+2. the rows and their latents are written into the stream replay;
+3. ``Schedule.n_updates(tick)`` updates run in a ``fori_loop`` (an unbatched trip count
+   under the seed vmap), each on a fresh batch (online queue first, then uniform), and
+   write their trained posteriors back into the replay.
+
+Every random draw comes from the seed's key folded with the absolute tick, so a run split
+into chunks is bit-identical to an uninterrupted one. Counters (design §2): ``timestep``
+counts rows (one per env per tick), ``env_frames`` = rows x action repeat. The logged
+training metrics are their means over the chunk's updates (the reference's ``Agg``);
+``Train/episodic mean reward`` is the mean return of the training episodes that ended in
+the chunk, the stochastic policy's (the reference's ``episode/score``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from agents.dreamerv3.config import DreamerV3Config
+from agents.dreamerv3.networks import Networks
+from agents.dreamerv3.replay import ReplayState, StreamReplay
+from agents.dreamerv3.schedule import Schedule
+from agents.dreamerv3.train import (
+    Carry,
+    TrainState,
+    draw_policy_noise,
+    draw_train_noise,
+    init_carry,
+    init_train_state,
+    policy_step,
+    train_step,
+)
+from envs.core import Env
+from envs.row_collector import RowCollector, RowCollectorState
+
+
+@struct.dataclass
+class DreamerV3State:
+    """One seed's whole state (design §6.6)."""
+
+    train: TrainState
+    collector: RowCollectorState  # policy_carry = Carry [n_envs]
+    replay: ReplayState
+    key: jax.Array
+    tick: jax.Array  # [] int32, next absolute tick
+    n_updates: jax.Array  # [] int32
+    n_evals: jax.Array  # [] int32
+
+
+@dataclasses.dataclass(frozen=True)
+class DreamerV3:
+    """DreamerV3 on ``env`` for a run of ``total_env_steps`` rows (sizes the replay ring)."""
+
+    cfg: DreamerV3Config
+    env: Env
+    total_env_steps: int
+
+    # ----------------------------------------------------------- components
+    @property
+    def nets(self) -> Networks:
+        spec = self.env.spec
+        return Networks(self.cfg, spec.obs_size, spec.action_size, spec.discrete)
+
+    @property
+    def schedule(self) -> Schedule:
+        c = self.cfg
+        return Schedule(c.n_envs, c.batch_size, c.batch_length, c.train_ratio)
+
+    @property
+    def collector(self) -> RowCollector:
+        return RowCollector(self.env, self.cfg.n_envs, "dynamic")
+
+    @property
+    def replay(self) -> StreamReplay:
+        c, spec = self.cfg, self.env.spec
+        rows = StreamReplay.rows_for(
+            c.n_envs, c.replay_capacity, self.total_env_steps, c.batch_size, c.batch_length
+        )
+        return StreamReplay(
+            n_envs=c.n_envs,
+            capacity=rows,
+            length=c.batch_length,
+            obs_size=spec.obs_size,
+            action_size=spec.action_size,
+            deter=c.deter_size,
+            stoch=c.stoch,
+            classes=c.classes_size,
+        )
+
+    def ticks_for(self, env_steps: int) -> int:
+        """Ticks that emit ``env_steps`` rows (``n_envs`` rows per tick)."""
+        return math.ceil(env_steps / self.cfg.n_envs)
+
+    def memory_bytes(self) -> dict[str, int]:
+        """Bytes per seed: replay rings (latents included) and params + optimizer + slow
+        critic + retnorm."""
+        train = jax.eval_shape(lambda: init_train_state(self.nets, jax.random.key(0)))
+        state_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(train))
+        return {"replay": self.replay.nbytes(), "train_state": int(state_bytes)}
+
+    # ------------------------------------------------------------ launcher
+    def check(self, metrics: Mapping[str, Any]) -> None:
+        """DreamerV3 trains on any episode ends (terminations and time limits): nothing
+        to refuse."""
+
+    def migrate(self, state: DreamerV3State, saved_env_steps: int) -> DreamerV3State:
+        """A state saved for a run of ``saved_env_steps`` rows carried into this run's ring:
+        exact zero-padding of the slot axis (design §5.6, :meth:`StreamReplay.grow`)."""
+        return state.replace(replay=self.replay.grow(state.replay))
+
+    # ----------------------------------------------------------------- init
+    def init(self, key: jax.Array) -> DreamerV3State:
+        k_train, k_col, key = jax.random.split(key, 3)
+        nets, n = self.nets, self.cfg.n_envs
+        zero = jnp.zeros((), jnp.int32)
+        return DreamerV3State(
+            train=init_train_state(nets, k_train),
+            collector=self.collector.init(k_col, policy_carry=init_carry(nets, n)),
+            replay=self.replay.init(),
+            key=key,
+            tick=zero,
+            n_updates=zero,
+            n_evals=zero,
+        )
+
+    # ---------------------------------------------------------------- acting
+    def policy_fn(self, params: dict):
+        """Batched sampling policy for the row collector: carry = :class:`Carry` ``[n]``;
+        the action given to the env is the carry's ``prevact`` (one-hot for discrete
+        actions); extras = the posterior's ``deter`` and ``stoch`` indices for replay."""
+        nets = self.nets
+
+        def policy(carry: Carry, obs: jax.Array, is_first: jax.Array, key: jax.Array):
+            noise = draw_policy_noise(nets, key, obs.shape[0])
+            _, outs, carry = policy_step(nets, params, carry, obs, is_first, noise)
+            return carry.prevact, carry, outs
+
+        return policy
+
+    # ---------------------------------------------------------------- update
+    def _update(self, train: TrainState, replay: ReplayState, key: jax.Array):
+        """One batch: sample, train step, write-back. Returns (train, replay, metrics)."""
+        c, nets, rep = self.cfg, self.nets, self.replay
+        k_batch, k_noise = jax.random.split(key)
+        replay, batch, where = rep.sample(replay, k_batch, c.batch_size)
+        noise = draw_train_noise(nets, k_noise, c.batch_size, c.batch_length)
+        train, outs, metrics = train_step(nets, train, batch, noise)
+        replay = rep.write_back(replay, where, outs["replay_deter"], outs["replay_stoch"])
+        return train, replay, metrics
+
+    def _metric_zeros(self, state: DreamerV3State) -> dict[str, jax.Array]:
+        shapes = jax.eval_shape(
+            lambda: self._update(state.train, state.replay, jax.random.key(0))[2]
+        )
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), shapes)
+
+    # ----------------------------------------------------------------- train
+    def train(self, state: DreamerV3State, ticks: jax.Array) -> tuple[DreamerV3State, dict]:
+        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``)."""
+        sched, col, rep = self.schedule, self.collector, self.replay
+        zeros = self._metric_zeros(state)
+
+        def tick_fn(carry, i):
+            state, sums, ret_sum, ep_count = carry
+            k_col, k_upd = jax.random.split(jax.random.fold_in(state.key, i))
+            policy = self.policy_fn(state.train.params)
+            cstate, row, stats = col.tick(state.collector, i, k_col, policy)
+            replay = rep.add(state.replay, row, row.extras["deter"], row.extras["stoch"])
+            n = sched.n_updates(i)
+
+            def one_update(j, c):
+                train, replay, sums = c
+                train, replay, m = self._update(train, replay, jax.random.fold_in(k_upd, j))
+                return train, replay, jax.tree.map(jnp.add, sums, m)
+
+            train, replay, sums = jax.lax.fori_loop(0, n, one_update, (state.train, replay, sums))
+            state = state.replace(
+                train=train,
+                collector=cstate,
+                replay=replay,
+                tick=i + 1,
+                n_updates=state.n_updates + n,
+            )
+            ret_sum = ret_sum + jnp.sum(stats.returns)
+            ep_count = ep_count + jnp.sum(stats.done, dtype=jnp.int32)
+            return (state, sums, ret_sum, ep_count), None
+
+        n0 = state.n_updates
+        init = (state, zeros, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        (state, sums, ret_sum, ep_count), _ = jax.lax.scan(tick_fn, init, ticks)
+        ran = state.n_updates - n0
+        means = jax.tree.map(lambda s: jnp.where(ran > 0, s / jnp.maximum(ran, 1), jnp.nan), sums)
+        metrics = {
+            **self.counters(state),
+            "Train/episodic mean reward": jnp.where(
+                ep_count > 0, ret_sum / jnp.maximum(ep_count, 1), jnp.nan
+            ),
+            "Train/episodes": ep_count,
+            "Train/updates in chunk": ran,
+            **{f"Train/{k}": v for k, v in means.items()},
+        }
+        return state, metrics
+
+    def counters(self, state: DreamerV3State) -> dict[str, jax.Array]:
+        """timestep = rows (design §2); env_frames = rows x action repeat."""
+        rows = state.collector.rows
+        return {
+            "timestep": rows,
+            "env_frames": rows * self.env.spec.action_repeat,
+            "Train/n_updates": state.n_updates,
+        }
+
+    # -------------------------------------------------------------- evaluate
+    def evaluate(self, state: DreamerV3State, key: jax.Array) -> tuple[DreamerV3State, dict]:
+        """``eval_episodes`` fresh episodes in parallel with the sampling policy from a zero
+        carry (design §6.5); each env's first episode counts. Key folded with the
+        evaluation count."""
+        n, T = self.cfg.eval_episodes, self.env.spec.episode_length
+        col = RowCollector(self.env, n, "dynamic")
+        key = jax.random.fold_in(key, state.n_evals)
+        k_init, k_run = jax.random.split(key)
+        cstate = col.init(k_init, policy_carry=init_carry(self.nets, n))
+        policy = self.policy_fn(state.train.params)
+
+        def tick_fn(carry, i):
+            cstate, returns, seen = carry
+            cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy)
+            first = stats.done & ~seen
+            return (cstate, jnp.where(first, stats.returns, returns), seen | stats.done), None
+
+        init = (cstate, jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool))
+        (_, returns, _), _ = jax.lax.scan(tick_fn, init, jnp.arange(T + 1))
+        metrics = {
+            "Eval/episodic mean reward": jnp.mean(returns),
+            "Eval/episode returns": returns,
+        }
+        return state.replace(n_evals=state.n_evals + 1), metrics

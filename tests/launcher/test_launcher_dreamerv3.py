@@ -1,0 +1,126 @@
+"""The launcher with the real DreamerV3 agent (``protocol=smoke``: the tiny agent of
+``conf/agent_protocol/dreamerv3_smoke.yaml``, 2 envs, 40 rows in 2 chunks).
+
+* one run per kind of env: discrete gymnax (cartpole), continuous gymnax (pendulum), a
+  terminating brax env (hopper), and ``python -m launcher agent=dreamerv3 env=walker_walk
+  protocol=smoke`` (Playground DMC) as a subprocess;
+* CartPole in process: a run split by a relaunch, a run whose ring must grow (launched for
+  20 rows, resumed for 40 with ``+resume=force``) and a run killed with SIGKILL after its
+  second chunk trained, then relaunched, are each bit-identical to the uninterrupted run.
+
+The subprocesses share the test session's persistent compilation cache, so the kill test's
+launches load the program the in-process run compiled.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import jax
+import numpy as np
+import pytest
+from real_agents import launcher, rows
+
+from launcher.checkpoint import fingerprint, to_raw
+from launcher.cli import compose_spec
+from launcher.run import run
+
+SMOKE = ["agent=dreamerv3", "protocol=smoke", "logger=disabled"]
+
+
+def spec_for(*extra: str):
+    return compose_spec([*SMOKE, *extra])
+
+
+def assert_states_equal(a, b, skip: tuple[str, ...] = ()):
+    flat = jax.tree_util.tree_flatten_with_path(to_raw(a))[0]
+    for (path, x), y in zip(flat, jax.tree.leaves(to_raw(b)), strict=True):
+        name = jax.tree_util.keystr(path)
+        if not any(s in name for s in skip):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), name)
+
+
+def train_rows(run_dir):
+    return [r for r in rows(run_dir) if r["kind"] == "train"]
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    base = tmp_path_factory.mktemp("dreamerv3")
+    full = run(spec_for("env=cartpole"), base / "full", plot=False)
+    half = run(spec_for("env=cartpole", "+stop_after_chunks=1"), base / "split", plot=False)
+    rest = run(spec_for("env=cartpole"), base / "split", plot=False)
+    short = run(spec_for("env=cartpole", "protocol.n_timesteps=20"), base / "grow", plot=False)
+    grown = run(spec_for("env=cartpole", "+resume=force"), base / "grow", plot=False)
+    return dict(full=full, half=half, rest=rest, short=short, grown=grown, base=base)
+
+
+def test_cartpole_smoke_counts_and_metrics(cartpole):
+    full = cartpole["full"]
+    assert full.compiles == {"init": 1, "train": 1, "evaluate": 1}
+    train = train_rows(full.run_dir)
+    assert [r["timestep"] for r in train] == [20, 40]  # rows: 2 envs x 10 ticks per chunk
+    # smoke: B 2, T 4, ratio 4 -> r = 1/2 per row; the gate opens at tick 4 (transition 10)
+    assert [r["Train/n_updates"] for r in train] == [1 + (20 - 10) // 2, 1 + (40 - 10) // 2]
+    assert all(np.isfinite(r["Train/loss"]) for r in train)
+    assert np.isfinite(train[-1]["Train/episodic mean reward"])  # random CartPole ends fast
+    assert np.isfinite(rows(full.run_dir)[-1]["Eval/episodic mean reward"])
+    stored = json.loads((full.run_dir / "run.json").read_text())
+    assert stored["resolved_agent"]["deter"] == 32 and stored["resolved_agent"]["n_envs"] == 2
+    memory = stored["memory_bytes_per_seed"]
+    assert 0 < memory["replay"] < 20_000 and memory["train_state"] > 0  # ring: 20 rows/env
+
+
+def test_relaunched_run_is_bit_identical(cartpole):
+    full, half, rest = cartpole["full"], cartpole["half"], cartpole["rest"]
+    assert half.stopped_early and rest.resumed_from == 1
+    assert_states_equal(full.state, rest.state)
+    assert fingerprint(full.state) == fingerprint(rest.state)
+    assert rows(full.run_dir) == rows(rest.run_dir)
+
+
+def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
+    """Launched for 20 rows (a 10-row ring per env), resumed for 40 (20 rows): the ring is
+    zero-padded and the run continues as if it had been sized for 40 from the start. The
+    first launch's final evaluation is extra (it counts in ``n_evals`` only)."""
+    full, short, grown = cartpole["full"], cartpole["short"], cartpole["grown"]
+    assert short.state.replay.obs.shape[2] == 10 and grown.state.replay.obs.shape[2] == 20
+    assert grown.resumed_from == 1
+    assert_states_equal(full.state, grown.state, skip=("n_evals",))
+    assert train_rows(full.run_dir) == train_rows(grown.run_dir)
+
+
+def test_killed_after_training_then_relaunched_is_bit_identical(cartpole, tmp_path):
+    run_dir = tmp_path / "killed"
+    args = ["env=cartpole", *SMOKE, "logger.progress=false", f"hydra.run.dir={run_dir}"]
+    proc = launcher(*args, cwd=tmp_path, check=False, WMRL_KILL_AT="trained:2")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    launcher(*args, cwd=tmp_path)
+    assert rows(run_dir) == rows(cartpole["full"].run_dir)
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    ["pendulum", pytest.param("hopper", marks=pytest.mark.slow)],
+)
+def test_smoke_on_other_kinds_of_env(env_id, tmp_path):
+    """Continuous gymnax and a terminating brax env (hopper falls: is_terminal rows)."""
+    result = run(spec_for(f"env={env_id}"), tmp_path / env_id, plot=False)
+    train = train_rows(result.run_dir)
+    assert [r["timestep"] for r in train] == [20, 40]
+    assert train[-1]["Train/n_updates"] == 16 and np.isfinite(train[-1]["Train/loss"])
+    assert np.isfinite(rows(result.run_dir)[-1]["Eval/episodic mean reward"])
+
+
+@pytest.mark.slow
+def test_walker_walk_smoke_through_the_command_line(tmp_path):
+    run_dir = tmp_path / "walker"
+    args = ["agent=dreamerv3", "env=walker_walk", "protocol=smoke", "logger.progress=false"]
+    proc = launcher(*args, f"hydra.run.dir={run_dir}", cwd=tmp_path)
+    assert "chunks:       2/2" in proc.stdout and "W&B offline" in proc.stdout
+    train = train_rows(run_dir)
+    assert [(r["timestep"], r["env_frames"]) for r in train] == [(20, 40), (40, 80)]
+    assert train[-1]["Train/n_updates"] == 16 and np.isfinite(train[-1]["Train/loss"])
+    stored = json.loads((run_dir / "run.json").read_text())
+    assert stored["env_spec"]["episode_length"] == 10  # 20 control steps at repeat 2
