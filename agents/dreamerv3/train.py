@@ -33,7 +33,7 @@ from agents.common import ReturnNormalizer, ReturnNormState
 from agents.dreamerv3.behavior import behavior_losses, imagine
 from agents.dreamerv3.latents import gumbel_noise
 from agents.dreamerv3.networks import GROUPS, Networks
-from agents.dreamerv3.optimizer import laprop
+from agents.dreamerv3.optimizer import grouped, laprop
 from agents.dreamerv3.rssm import features
 from agents.dreamerv3.world_model import Batch, observe_sequence, world_model_losses
 
@@ -101,9 +101,11 @@ class Carry:
 
 
 def make_optimizer(nets: Networks) -> optax.GradientTransformation:
-    """One LaProp instance with the config's settings (design §6.2)."""
+    """The reference's three optimizer instances (world model, actor, critic: one LaProp
+    each, the config's settings, design §6.2) over :func:`by_group` trees; all three step on
+    the one joint gradient."""
     c = nets.cfg
-    return laprop(
+    one = dict(
         lr=c.learning_rate,
         beta1=c.beta1,
         beta2=c.beta2,
@@ -112,10 +114,12 @@ def make_optimizer(nets: Networks) -> optax.GradientTransformation:
         agc_pmin=c.agc_pmin,
         warmup=c.warmup,
     )
+    return grouped({g: laprop(**one) for g in GROUPS})
 
 
-def _group(tree: dict[str, Any], group: str) -> dict[str, Any]:
-    return {k: tree[k] for k in GROUPS[group]}
+def by_group(tree: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{module: ...}`` -> ``{group: {module: ...}}`` (:data:`GROUPS`)."""
+    return {g: {k: tree[k] for k in GROUPS[g]} for g in GROUPS}
 
 
 def init_train_state(nets: Networks, key: jax.Array) -> TrainState:
@@ -127,7 +131,7 @@ def init_train_state(nets: Networks, key: jax.Array) -> TrainState:
     return TrainState(
         params=params,
         slow_critic=slow,
-        opt_state={g: opt.init(_group(params, g)) for g in GROUPS},
+        opt_state=opt.init(by_group(params)),
         retnorm=norm.init(),
         updates=jnp.zeros((), jnp.int32),
     )
@@ -217,14 +221,11 @@ def train_step(
     grad_fn = jax.value_and_grad(_loss, has_aux=True)
     (total, aux), grads = grad_fn(state.params, nets, state, batch, noise, means)
     last, post, traj, retnorm, losses, metrics = aux
-    opt = make_optimizer(nets)
-    params, opt_state, updates = {}, {}, {}
-    for g in GROUPS:
-        upd, opt_state[g] = opt.update(
-            _group(grads, g), state.opt_state[g], _group(state.params, g)
-        )
-        updates.update(upd)
-        params.update(optax.apply_updates(_group(state.params, g), upd))
+    upd, opt_state = make_optimizer(nets).update(
+        by_group(grads), state.opt_state, by_group(state.params)
+    )
+    updates = {k: v for g in GROUPS for k, v in upd[g].items()}
+    params = optax.apply_updates(state.params, updates)
     mix = jnp.where(state.updates == 0, 1.0, nets.cfg.slow_rate).astype(jnp.float32)
     slow = jax.tree_util.tree_map(
         lambda c, s: mix * c + (1.0 - mix) * s, params["critic"], state.slow_critic

@@ -64,7 +64,8 @@ def test_cartpole_smoke_counts_and_metrics(cartpole):
     # smoke: B 2, T 4, ratio 4 -> r = 1/2 per row; the gate opens at tick 4 (transition 10)
     assert [r["Train/n_updates"] for r in train] == [1 + (20 - 10) // 2, 1 + (40 - 10) // 2]
     assert all(np.isfinite(r["Train/loss"]) for r in train)
-    assert np.isfinite(train[-1]["Train/episodic mean reward"])  # random CartPole ends fast
+    for r in train:  # NaN exactly when no training episode ended in the chunk
+        assert np.isfinite(r["Train/episodic mean reward"]) == (r["Train/episodes"] > 0)
     assert np.isfinite(rows(full.run_dir)[-1]["Eval/episodic mean reward"])
     stored = json.loads((full.run_dir / "run.json").read_text())
     assert stored["resolved_agent"]["deter"] == 32 and stored["resolved_agent"]["n_envs"] == 2
