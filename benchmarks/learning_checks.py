@@ -1,4 +1,4 @@
-"""CPU learning checks for TD-MPC2 (issue 3; not run by CI).
+"""CPU learning checks for TD-MPC2 (issue 3) and DreamerV3 (issue 10); not run by CI.
 
     .venv/bin/python benchmarks/learning_checks.py --check pendulum --seeds 0 1
     .venv/bin/python benchmarks/learning_checks.py --check cartpole_balance --seeds 0 1
@@ -10,6 +10,20 @@ lets the checks share cores (``taskset -c 0 ... --seeds 0 --json pend0.json``).
   steps; pass = final eval return > -400 for every seed.
 * ``cartpole_balance``: Playground CartpoleBalance, action repeat 2 (T = 500), model
   size 1, 10,000 agent steps; pass = final eval return > 800 for every seed.
+
+DreamerV3 (issue 10) runs through the launcher (chunked, checkpointed, resumable: each check
+takes about 12 CPU-hours at the reference's train ratio on this 2-core machine) and is judged
+from its run dir:
+
+    python -m launcher agent=dreamerv3 protocol=learning_check env=cartpole +allow_long_cpu_run=true
+    python -m launcher agent=dreamerv3 protocol=learning_check env=pendulum \
+        protocol.n_timesteps=20000 +allow_long_cpu_run=true
+    .venv/bin/python benchmarks/learning_checks.py --judge cartpole runs/dreamerv3-cartpole-...
+
+* ``cartpole`` (CartPole-v1): the mean eval return over [12k, 24k] rows, averaged over the
+  seeds, >= 250 (the real reference: 312.7, its 5 seeds in [270, 347]; random: about 22).
+* ``pendulum`` (Pendulum-v1): the last eval return at or before 20,000 rows > -400 for
+  every seed.
 
 Seed ``s`` starts from ``jax.random.key(s)``; the listed seeds are vmapped. Training runs
 in chunks of whole episodes (``--chunk`` agent steps), printing the train return after
@@ -90,6 +104,41 @@ def run_check(name: str, seeds: list[int], chunk_steps: int, eval_every: int) ->
     }
 
 
+DREAMERV3_CHECKS = {
+    "cartpole": dict(window=(12_000, 24_000), threshold=250.0, every_seed=False),
+    "pendulum": dict(window=(20_000, 20_000), threshold=-400.0, every_seed=True),
+}
+
+
+def judge_dreamerv3(name: str, run_dir: str) -> dict:
+    """A DreamerV3 check's statistic from a launcher run dir's per-seed eval rows:
+    ``cartpole`` the window mean averaged over seeds, ``pendulum`` every seed's last eval
+    at or before the window's end."""
+    import pathlib
+
+    spec = DREAMERV3_CHECKS[name]
+    lo, hi = spec["window"]
+    per_seed = {}
+    for path in sorted(pathlib.Path(run_dir, "metrics").glob("seed_*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        evals = [
+            (r["timestep"], r["Eval/episodic mean reward"]) for r in rows if r["kind"] == "eval"
+        ]
+        if spec["every_seed"]:
+            kept = [v for t, v in evals if t <= hi]
+            per_seed[path.stem] = kept[-1] if kept else float("nan")
+        else:
+            kept = [v for t, v in evals if lo <= t <= hi]
+            per_seed[path.stem] = float(np.mean(kept)) if kept else float("nan")
+        per_seed[path.stem + "_curve"] = evals
+    stats = [v for k, v in per_seed.items() if not k.endswith("_curve")]
+    if spec["every_seed"]:
+        passed = all(v > spec["threshold"] for v in stats)
+    else:
+        passed = bool(np.mean(stats) >= spec["threshold"])
+    return {"check": name, "per_seed": per_seed, "threshold": spec["threshold"], "passed": passed}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--check", choices=[*CHECKS, "all"], default="all")
@@ -97,7 +146,17 @@ def main() -> None:
     p.add_argument("--chunk", type=int, default=1_000, help="agent steps per train call")
     p.add_argument("--eval-every", type=int, default=0, help="agent steps; 0: at the end")
     p.add_argument("--json", default=None)
+    p.add_argument(
+        "--judge",
+        nargs=2,
+        metavar=("CHECK", "RUN_DIR"),
+        default=None,
+        help=f"judge a DreamerV3 launcher run: CHECK in {list(DREAMERV3_CHECKS)}",
+    )
     args = p.parse_args()
+    if args.judge:
+        print(json.dumps(judge_dreamerv3(*args.judge), indent=1))
+        return
     names = list(CHECKS) if args.check == "all" else [args.check]
     results = [run_check(n, args.seeds, args.chunk, args.eval_every) for n in names]
     for r in results:

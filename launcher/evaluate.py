@@ -70,7 +70,9 @@ def evaluate_run(
         def abstract_for(meta: Mapping[str, Any]) -> Any:
             total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
             agent = build.make_agent(spec, env, total)
-            program = SeedProgram(agent, len(seeds), spec.protocol.shard_seeds)
+            program = SeedProgram(
+                agent, len(seeds), spec.protocol.shard_seeds, spec.protocol.fast_compile
+            )
             holder["program"] = program
             init_keys, _ = seed_keys(seeds)
             return program.abstract(program.place(init_keys))

@@ -33,8 +33,14 @@ class SeedProgram:
       seed_sharding: the sharding of every seed-batched array (None if unsharded).
     """
 
-    def __init__(self, agent: Agent, n_seeds: int, shard: bool = True) -> None:
+    def __init__(
+        self, agent: Agent, n_seeds: int, shard: bool = True, fast_compile: bool = False
+    ) -> None:
         self.agent = agent
+        # XLA's CPU/GPU backend at -O0 when asked (protocol.fast_compile): jax.jit takes the
+        # option per program, so nothing else in the process changes.
+        self.options = {"xla_backend_optimization_level": 0} if fast_compile else None
+        jit = functools.partial(jax.jit, compiler_options=self.options)
         self.traces = {"init": 0, "train": 0, "evaluate": 0}
         devices = jax.local_devices()
         count = len(devices) if shard else 1
@@ -50,18 +56,16 @@ class SeedProgram:
             seeded = NamedSharding(mesh, PartitionSpec("seed"))
             whole = NamedSharding(mesh, PartitionSpec())
             self.seed_sharding: Any = seeded
-            self.init = jax.jit(init, in_shardings=seeded, out_shardings=seeded)
-            self._train = jax.jit(
-                train, in_shardings=(seeded, whole), out_shardings=(seeded, seeded)
-            )
-            self.evaluate = jax.jit(
+            self.init = jit(init, in_shardings=seeded, out_shardings=seeded)
+            self._train = jit(train, in_shardings=(seeded, whole), out_shardings=(seeded, seeded))
+            self.evaluate = jit(
                 evaluate, in_shardings=(seeded, seeded), out_shardings=(seeded, seeded)
             )
         else:
             self.seed_sharding = None
-            self.init = jax.jit(init)
-            self._train = jax.jit(train)
-            self.evaluate = jax.jit(evaluate)
+            self.init = jit(init)
+            self._train = jit(train)
+            self.evaluate = jit(evaluate)
 
     def _counted(self, name: str, fn: Any) -> Any:
         """``fn`` that counts its traces (each trace of a jitted function is a compile)."""
@@ -107,7 +111,8 @@ class SeedProgram:
     def migrate(self, state: Any, saved_env_steps: int) -> Any:
         """``agent.migrate`` over seeds (a resumed run whose length changed)."""
         fn = jax.jit(
-            jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps))
+            jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)),
+            compiler_options=self.options,
         )
         return self.place(fn(state))
 

@@ -113,7 +113,7 @@ def _locked_run(
     chunk_ticks = int(agent.ticks_for(p.log_frequency))
     total_ticks = int(agent.ticks_for(p.n_timesteps))
     n_chunks = math.ceil(total_ticks / chunk_ticks)
-    program = SeedProgram(agent, len(seeds), p.shard_seeds)
+    program = SeedProgram(agent, len(seeds), p.shard_seeds, p.fast_compile)
     init_keys, eval_keys = (program.place(k) for k in seed_keys(seeds))
     started = False
     ckpt = None

@@ -57,6 +57,10 @@ class Protocol:
       checkpoint_frequency: env steps between checkpoints.
       keep_checkpoints: how many of the latest checkpoints to keep.
       shard_seeds: shard the seed axis over the local devices when there are several.
+      fast_compile: compile the programs with LLVM at -O0 (``xla_backend_optimization_level
+        = 0``): about half the compile time, slower steps; for runs that compile far longer
+        than they train (``smoke``). Part of the run's identity: the numbers may differ in
+        the last bits from an optimised build.
     """
 
     name: str
@@ -69,6 +73,7 @@ class Protocol:
     checkpoint_frequency: int = 0
     keep_checkpoints: int = 2
     shard_seeds: bool = True
+    fast_compile: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

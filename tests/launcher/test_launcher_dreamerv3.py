@@ -4,9 +4,10 @@
 * one run per kind of env: discrete gymnax (cartpole), continuous gymnax (pendulum), a
   terminating brax env (hopper), and ``python -m launcher agent=dreamerv3 env=walker_walk
   protocol=smoke`` (Playground DMC) as a subprocess;
-* CartPole in process: a run split by a relaunch, a run whose ring must grow (launched for
-  20 rows, resumed for 40 with ``+resume=force``) and a run killed with SIGKILL after its
-  second chunk trained, then relaunched, are each bit-identical to the uninterrupted run.
+* CartPole: a run whose ring must grow (launched for 20 rows, resumed for 40 with
+  ``+resume=force``; in process, the states compared leaf by leaf) and a run killed with
+  SIGKILL after its second chunk trained, then relaunched (subprocesses, the metrics rows
+  compared), are each bit-identical to the uninterrupted run.
 
 The subprocesses share the test session's persistent compilation cache, so the kill test's
 launches load the program the in-process run compiled.
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 from real_agents import launcher, rows
 
-from launcher.checkpoint import fingerprint, to_raw
+from launcher.checkpoint import to_raw
 from launcher.cli import compose_spec
 from launcher.run import run
 
@@ -49,11 +50,9 @@ def train_rows(run_dir):
 def cartpole(tmp_path_factory):
     base = tmp_path_factory.mktemp("dreamerv3")
     full = run(spec_for("env=cartpole"), base / "full", plot=False)
-    half = run(spec_for("env=cartpole", "+stop_after_chunks=1"), base / "split", plot=False)
-    rest = run(spec_for("env=cartpole"), base / "split", plot=False)
     short = run(spec_for("env=cartpole", "protocol.n_timesteps=20"), base / "grow", plot=False)
     grown = run(spec_for("env=cartpole", "+resume=force"), base / "grow", plot=False)
-    return dict(full=full, half=half, rest=rest, short=short, grown=grown, base=base)
+    return dict(full=full, short=short, grown=grown)
 
 
 def test_cartpole_smoke_counts_and_metrics(cartpole):
@@ -64,21 +63,14 @@ def test_cartpole_smoke_counts_and_metrics(cartpole):
     # smoke: B 2, T 4, ratio 4 -> r = 1/2 per row; the gate opens at tick 4 (transition 10)
     assert [r["Train/n_updates"] for r in train] == [1 + (20 - 10) // 2, 1 + (40 - 10) // 2]
     assert all(np.isfinite(r["Train/loss"]) for r in train)
-    for r in train:  # NaN exactly when no training episode ended in the chunk
-        assert np.isfinite(r["Train/episodic mean reward"]) == (r["Train/episodes"] > 0)
+    for r in train:  # NaN (JSON null) exactly when no training episode ended in the chunk
+        ret = r["Train/episodic mean reward"]
+        assert (ret is not None and np.isfinite(ret)) == (r["Train/episodes"] > 0)
     assert np.isfinite(rows(full.run_dir)[-1]["Eval/episodic mean reward"])
     stored = json.loads((full.run_dir / "run.json").read_text())
     assert stored["resolved_agent"]["deter"] == 32 and stored["resolved_agent"]["n_envs"] == 2
     memory = stored["memory_bytes_per_seed"]
     assert 0 < memory["replay"] < 20_000 and memory["train_state"] > 0  # ring: 20 rows/env
-
-
-def test_relaunched_run_is_bit_identical(cartpole):
-    full, half, rest = cartpole["full"], cartpole["half"], cartpole["rest"]
-    assert half.stopped_early and rest.resumed_from == 1
-    assert_states_equal(full.state, rest.state)
-    assert fingerprint(full.state) == fingerprint(rest.state)
-    assert rows(full.run_dir) == rows(rest.run_dir)
 
 
 def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
@@ -89,6 +81,7 @@ def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
     assert short.state.replay.obs.shape[2] == 10 and grown.state.replay.obs.shape[2] == 20
     assert grown.resumed_from == 1
     assert_states_equal(full.state, grown.state, skip=("n_evals",))
+    assert int(full.state.n_evals[0]) == 1 and int(grown.state.n_evals[0]) == 2
     assert train_rows(full.run_dir) == train_rows(grown.run_dir)
 
 
