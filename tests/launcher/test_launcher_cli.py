@@ -67,7 +67,9 @@ BATTERY = [
     (["protocol=paper"], "no accelerator, and 2,000,000 steps x 3 seed(s) of agent=tdmpc2"),
     (["protocol.n_timesteps=2000000"], "per seed, measured); run protocol=quick env=pendulum"),
     (["-m", "protocol=paper", "env=pendulum,cartpole_balance"], "add +allow_long_cpu_run=true"),
-    (["agent=dreamerv3"], "agent=dreamerv3: not implemented yet (conf/agent/dreamerv3.yaml"),
+    (["agent=dreamerv3", "agent.train_ratio=-1"], "agent.train_ratio: -1.0 is outside the valid"),
+    (["agent=dreamerv3", "agent.deter=30"], "deter=30 must be divisible by blocks=4"),
+    (["agent=dreamerv3", "protocol=paper"], "250,000 steps x 5 seed(s) of agent=dreamerv3"),
     (["model_size=dreamerv3_1m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
     # run-control keys: named as typed
     (["+max_abs_loss=0"], "max_abs_loss: must be a number > 0, got 0"),

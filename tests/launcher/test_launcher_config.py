@@ -14,7 +14,6 @@ from omegaconf import OmegaConf
 
 import envs
 from agent_api import AgentEntry, load
-from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
 from launcher.build import compatible_envs, precheck
 from launcher.cli import check_overrides, compose, compose_all, compose_spec, group_options
 from launcher.coerce import coerce
@@ -24,6 +23,7 @@ from launcher.identity import composed_hash, diff, identity
 from launcher.schema import Protocol, RunSpec
 
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
+DREAMERV3 = load("agents.dreamerv3.entry:ENTRY")
 
 
 def agent_yaml(name: str) -> dict:
@@ -57,7 +57,7 @@ def test_conf_tree_matches_the_registries():
     assert set(group_options("env")) == set(envs.list_envs())
     assert set(group_options("agent")) == {"tdmpc2", "dreamerv3"}
     found = entries()
-    assert set(found) == {"tdmpc2"} and found["tdmpc2"] is TDMPC2
+    assert found == {"tdmpc2": TDMPC2, "dreamerv3": DREAMERV3}
     assert all(entry.name == name for name, entry in found.items())
     # every model_size option belongs to an agent option and is one of its presets
     owners = {}
@@ -65,12 +65,15 @@ def test_conf_tree_matches_the_registries():
         owner = OmegaConf.to_container(compose([f"model_size={opt}"]).model_size)["agent"]
         owners[opt] = owner
         assert owner in group_options("agent"), opt
-    assert {o for o, a in owners.items() if a == "tdmpc2"} == set(TDMPC2.model_sizes) | {"tdmpc2"}
+    for entry in found.values():
+        mine = {o for o, a in owners.items() if a == entry.name}
+        assert mine == set(entry.model_sizes) | {entry.name}, entry.name
     assert set(group_options("protocol")) == {"quick", "smoke", "learning_check", "paper"}
     assert set(group_options("logger")) == {"offline", "online", "disabled"}
-    surface = {f.name for f in dataclasses.fields(TDMPC2Config)}
-    yaml_keys = set(agent_yaml("tdmpc2"))
-    assert yaml_keys == surface - set(TDMPC2.launcher_fields) | {"name", "entry"}
+    for entry in found.values():
+        surface = {f.name for f in dataclasses.fields(entry.config_cls)}
+        yaml_keys = set(agent_yaml(entry.name))
+        assert yaml_keys == surface - set(entry.launcher_fields) | {"name", "entry"}, entry.name
 
 
 @pytest.mark.parametrize("protocol", ["quick", "smoke", "learning_check", "paper"])
@@ -81,10 +84,6 @@ def test_every_agent_protocol_pair_composes(agent, protocol):
     overrides = [f"agent={agent}", f"protocol={protocol}"]
     cfg = compose(overrides)
     assert cfg.protocol.name == protocol and cfg.agent.name == agent
-    if agent == "dreamerv3":  # declared, not implemented yet
-        with pytest.raises(ConfigError, match="^agent=dreamerv3: not implemented yet"):
-            compose_spec(overrides)
-        return
     spec = compose_spec(overrides)
     assert spec.protocol.name == protocol and spec.agent_name == agent
     precheck(spec)
@@ -99,11 +98,13 @@ def test_protocol_files_hold_only_protocol_settings():
         assert "defaults" not in data, name
 
 
-def test_agent_yaml_defaults_are_the_config_defaults(base_config):
-    defaults = TDMPC2Config()
-    for key, value in base_config["agent"].items():
+@pytest.mark.parametrize("entry", [TDMPC2, DREAMERV3], ids=lambda e: e.name)
+def test_agent_yaml_defaults_are_the_config_defaults(entry):
+    defaults = entry.config_cls()
+    for key, value in agent_yaml(entry.name).items():
         if key not in ("name", "entry"):
-            assert value == getattr(defaults, key), key
+            want = getattr(defaults, key)
+            assert value == (list(want) if isinstance(want, tuple) else want), key
 
 
 def test_every_valid_combination_resolves(base_config, env_sections):
@@ -122,7 +123,7 @@ def test_every_valid_combination_resolves(base_config, env_sections):
             assert spec.agent.model_size == entry.model_sizes[opt]
             assert spec.env.id == env_id
             checked += 1
-    assert checked == len(MODEL_SIZES) * len(compatible_envs(TDMPC2))
+    assert checked == sum(len(e.model_sizes) * len(compatible_envs(e)) for e in entries().values())
 
 
 def test_paper_defaults():
