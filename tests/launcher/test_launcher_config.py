@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
-import itertools
 
 import pytest
 import yaml
@@ -108,6 +107,9 @@ def test_agent_yaml_defaults_are_the_config_defaults(entry):
 
 
 def test_every_valid_combination_resolves(base_config, env_sections):
+    """Every size of every agent on one env, and one size of every agent on every env it
+    can run (the two factors are resolved independently: the size sets widths, the env its
+    spec), instead of the full product (7 DreamerV3 sizes x ~50 envs took 2 minutes)."""
     checked = 0
     for name, entry in entries().items():
         valid_envs = compatible_envs(entry)
@@ -116,14 +118,19 @@ def test_every_valid_combination_resolves(base_config, env_sections):
             opt: OmegaConf.to_container(compose([f"model_size={opt}"]).model_size)
             for opt in entry.model_sizes
         }
-        for (opt, size_cfg), env_id in itertools.product(sizes.items(), valid_envs):
-            cfg = {**base_config, "model_size": size_cfg, "env": env_sections[env_id]}
+        first = next(iter(sizes))
+        pairs = [(opt, "walker_walk") for opt in sizes]
+        pairs += [(first, env_id) for env_id in valid_envs if env_id != "walker_walk"]
+        for opt, env_id in pairs:
+            cfg = {**base_config, "model_size": sizes[opt], "env": env_sections[env_id]}
             cfg["agent"] = {**agent_yaml(name), "name": name}
             spec = resolve(cfg)
             assert spec.agent.model_size == entry.model_sizes[opt]
             assert spec.env.id == env_id
             checked += 1
-    assert checked == sum(len(e.model_sizes) * len(compatible_envs(e)) for e in entries().values())
+    assert checked == sum(
+        len(e.model_sizes) + len(compatible_envs(e)) - 1 for e in entries().values()
+    )
 
 
 def test_paper_defaults():
