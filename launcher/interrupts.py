@@ -8,6 +8,9 @@ turns them back into what they were (one line and exit 130; submitit's requeue e
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+from typing import Any
 
 
 def interrupted(err: BaseException | None) -> bool:
@@ -60,3 +63,35 @@ def callback_exit(err: BaseException | None) -> SystemExit | None:
                 return SystemExit(int(code) if code.lstrip("-").isdigit() else code or None)
         err = err.__cause__ or err.__context__
     return None
+
+
+class CtrlC:
+    """Ctrl-C that cannot be lost: while entered (main thread only), SIGINT raises
+    KeyboardInterrupt as Python's default handler does and also records that it came.
+    A raise can land where Python swallows it (a ``__del__``, a weakref or gc callback
+    running when the main thread picks the signal up: "Exception ignored in ..."); the
+    run loop calls :meth:`check` after each train call, which raises it again, so the
+    run stops at that chunk's end at the latest, before its checkpoint. Elsewhere (a
+    worker thread) it does nothing."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt

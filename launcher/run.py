@@ -37,6 +37,7 @@ from launcher import build, faults, guards
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
 from launcher.errors import ConfigError, RunStopped
+from launcher.interrupts import CtrlC
 from launcher.program import SeedProgram, seed_keys
 from launcher.progress import Progress
 from launcher.rows import per_seed_rows, seed_mean, to_host
@@ -199,60 +200,62 @@ def _locked_run(
         return state, rows
 
     try:
-        if restored is None and evaluating and p.eval_at_start:
-            state, final_eval = evaluate(state, 0, 0)
-        for chunk in range(start + 1, n_chunks + 1):
-            t0, t1 = (chunk - 1) * chunk_ticks, min(chunk * chunk_ticks, total_ticks)
-            if not program.is_compiled(t1 - t0):
-                bar.phase("compiling")
-                log.info("compiling train for chunks of %d ticks", t1 - t0)
+        with CtrlC() as ctrl_c:
+            if restored is None and evaluating and p.eval_at_start:
+                state, final_eval = evaluate(state, 0, 0)
+            for chunk in range(start + 1, n_chunks + 1):
+                t0, t1 = (chunk - 1) * chunk_ticks, min(chunk * chunk_ticks, total_ticks)
+                if not program.is_compiled(t1 - t0):
+                    bar.phase("compiling")
+                    log.info("compiling train for chunks of %d ticks", t1 - t0)
+                    clock = time.perf_counter()
+                    program.compile_train(state, t1 - t0)
+                    compile_seconds += time.perf_counter() - clock
+                    bar.phase(None)
                 clock = time.perf_counter()
-                program.compile_train(state, t1 - t0)
-                compile_seconds += time.perf_counter() - clock
-                bar.phase(None)
-            clock = time.perf_counter()
-            state, metrics = program.train(state, jnp.arange(t0, t1, dtype=jnp.int32))
-            metrics = to_host(metrics)
-            seconds = time.perf_counter() - clock
-            faults.point("trained", chunk)
-            _check(agent, metrics, state, chunk, spec)
-            steps = int(np.max(metrics["timestep"]))
-            sps = (steps - steps_done) / max(seconds, 1e-9)
-            metrics = callbacks.run_post_update(metrics, chunk)
-            timing = {"time/steps_per_second": sps, "time/chunk_seconds": seconds}
-            final_train = per_seed_rows(
-                metrics, len(seeds), {"kind": "train", "chunk": chunk, **timing}
-            )
-            record(final_train, chunk)
-            bar.train = seed_mean(metrics, "Train/episodic mean reward")
+                state, metrics = program.train(state, jnp.arange(t0, t1, dtype=jnp.int32))
+                metrics = to_host(metrics)
+                seconds = time.perf_counter() - clock
+                ctrl_c.check()  # a Ctrl-C swallowed during the call stops here, unsaved
+                faults.point("trained", chunk)
+                _check(agent, metrics, state, chunk, spec)
+                steps = int(np.max(metrics["timestep"]))
+                sps = (steps - steps_done) / max(seconds, 1e-9)
+                metrics = callbacks.run_post_update(metrics, chunk)
+                timing = {"time/steps_per_second": sps, "time/chunk_seconds": seconds}
+                final_train = per_seed_rows(
+                    metrics, len(seeds), {"kind": "train", "chunk": chunk, **timing}
+                )
+                record(final_train, chunk)
+                bar.train = seed_mean(metrics, "Train/episodic mean reward")
 
-            last = chunk == n_chunks
-            stop = spec.control.stop_after_chunks is not None and (
-                chunk - start >= spec.control.stop_after_chunks
-            )
-            if evaluating and (last or _crossed(steps_done, steps, p.eval_frequency)):
-                state, final_eval = evaluate(state, chunk, steps)
-            if last or stop or _crossed(steps_done, steps, p.checkpoint_frequency):
-                meta = {
-                    "chunk": chunk,
-                    "tick": t1,
-                    "timestep": steps,
-                    "n_timesteps": p.n_timesteps,
-                    "chunk_ticks": chunk_ticks,
-                    "config_hash": spec.config_hash,
-                    "seeds": seeds,
-                    "wandb_ids": {str(k): v for k, v in wandb_ids.items()},
-                }
-                ckpt.save(steps, state, meta)
-                faults.point("saving", chunk)
-                ckpt.wait()
-                faults.point("saved", chunk)
-                log.info("chunk %d: checkpoint at env step %d", chunk, steps)
-            bar.update(steps - steps_done, sps)
-            steps_done = steps
-            if stop and not last:
-                stopped = True
-                break
+                last = chunk == n_chunks
+                stop = spec.control.stop_after_chunks is not None and (
+                    chunk - start >= spec.control.stop_after_chunks
+                )
+                if evaluating and (last or _crossed(steps_done, steps, p.eval_frequency)):
+                    state, final_eval = evaluate(state, chunk, steps)
+                if last or stop or _crossed(steps_done, steps, p.checkpoint_frequency):
+                    meta = {
+                        "chunk": chunk,
+                        "tick": t1,
+                        "timestep": steps,
+                        "n_timesteps": p.n_timesteps,
+                        "chunk_ticks": chunk_ticks,
+                        "config_hash": spec.config_hash,
+                        "seeds": seeds,
+                        "wandb_ids": {str(k): v for k, v in wandb_ids.items()},
+                    }
+                    ckpt.save(steps, state, meta)
+                    faults.point("saving", chunk)
+                    ckpt.wait()
+                    faults.point("saved", chunk)
+                    log.info("chunk %d: checkpoint at env step %d", chunk, steps)
+                bar.update(steps - steps_done, sps)
+                steps_done = steps
+                if stop and not last:
+                    stopped = True
+                    break
     except RunStopped as err:
         log.error("%s", err)
         raise

@@ -167,6 +167,28 @@ def test_ctrl_c_inside_a_host_callback_is_one_line_and_130(tmp_path, capsys, mon
     assert not [r for r in caplog.records if r.name.startswith("jax")]  # no traceback logged
 
 
+def test_ctrl_c_swallowed_where_it_lands_still_stops_the_run(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C whose KeyboardInterrupt is swallowed where it lands (here a host
+    callback that catches it; in the wild a ``__del__`` or weakref callback) still ends
+    the run with 130 and the one line at that chunk's end, before its checkpoint: the
+    launcher's SIGINT handler records it (the flaky-Ctrl-C diagnosis of stop 10)."""
+    import launcher_fakes
+
+    def swallowing_sleep(seconds):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # the main thread takes the signal here (or after the call)
+        except KeyboardInterrupt:
+            pass
+
+    monkeypatch.setattr(launcher_fakes, "time", types.SimpleNamespace(sleep=swallowing_sleep))
+    argv = [*SMOKE, *QUIET, "logger=disabled", "agent.sleep_s=0.1"]
+    code, _, err = launch([*argv, f"hydra.run.dir={tmp_path / 'run'}"], capsys)
+    assert code == 130 and err == f"{INTERRUPTED}\n"
+    assert not checkpoint_steps(tmp_path / "run")  # stopped in chunk 1, nothing saved
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 # ---------------------------------------------- 7. the documented command lines
 DOCS = ("README.md", "docs/launcher.md", "Makefile")
 SUBMITIT = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
