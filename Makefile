@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/python -m launcher agent=tdmpc2 env=pendulum protocol=quick
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

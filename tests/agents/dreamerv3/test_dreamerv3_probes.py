@@ -38,7 +38,11 @@ from agents.dreamerv3.behavior import _means
 from agents.dreamerv3.networks import Networks
 from agents.dreamerv3.rssm import features
 from agents.dreamerv3.train import draw_policy_noise, init_carry, policy_step
+from launcher.program import FAST_COMPILE  # 60 s -> 27 s to compile, 2x slower to run
 from tests.agents.dreamerv3.conftest import agent_config
+
+# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("dreamerv3/test_dreamerv3_probes")
 
 T = 20  # probe episode length (agent steps); an episode is T + 1 rows
 PROBE = dict(learning_rate=1e-3, warmup=10, train_ratio=40.0)
@@ -47,9 +51,6 @@ POLICY_TICKS = 200  # 1 + 2 (3 * 200 - 19) = 1163 updates
 N_READ = 256  # posterior / action draws per row of the canonical trajectory
 VALUE_TOL = 0.05  # relative, per row (test_constant_reward_value's docstring)
 MIN_MEAN_ACTION = 0.9  # test_reward_is_action_policy's docstring
-# LLVM at -O0 for the training programs: compiles in under half the time (60 s -> 27 s on a
-# loaded 2-core machine) for a 2x slower run of these few thousand tiny updates
-FAST_COMPILE = {"xla_backend_optimization_level": 0}
 
 
 def probe_agent(env_id: str, horizon: float, ticks: int) -> DreamerV3:
