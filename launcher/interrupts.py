@@ -72,7 +72,8 @@ class CtrlC:
     running when the main thread picks the signal up: "Exception ignored in ..."); the
     run loop calls :meth:`check` after each train call, which raises it again, so the
     run stops at that chunk's end at the latest, before its checkpoint. Elsewhere (a
-    worker thread) it does nothing."""
+    worker thread) it does nothing, and a process started with SIGINT ignored (a
+    background job of a non-interactive shell) keeps ignoring it, as Python does."""
 
     def __init__(self) -> None:
         self.seen = False
@@ -83,7 +84,8 @@ class CtrlC:
         raise KeyboardInterrupt
 
     def __enter__(self) -> CtrlC:
-        if threading.current_thread() is threading.main_thread():
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 
