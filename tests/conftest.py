@@ -12,6 +12,7 @@ os.environ.setdefault("MUJOCO_GL", "disable")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 _CACHE = pathlib.Path(
     os.environ.get("JAX_COMPILATION_CACHE_DIR", pathlib.Path(__file__).parents[1] / ".cache/jax")
@@ -23,8 +24,20 @@ jax.config.update("jax_default_matmul_precision", "highest")
 jax.config.update("jax_enable_x64", False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``slow`` first (a stable sort, the same in every xdist worker): the
-    workers then end the run on short tests, not one of them alone on a multi-minute smoke
-    (a clean-clone run ended with 15 min of two such tests after the rest were done)."""
+    """Two orderings for ``make test`` (``-n 2 --dist loadgroup``):
+
+    * the tests of a module that use one of its module-scoped fixtures go to one xdist
+      worker, so the fixture (often a compiled multi-minute run) is built once per run;
+    * tests marked ``slow`` first (a stable sort, the same in every worker): the workers
+      then end on short tests, not one of them alone on a multi-minute smoke (a clean-clone
+      run ended with 15 min of two such tests after the rest were done)."""
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        scoped = defs and any(
+            d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds
+        )
+        if scoped:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -10,9 +10,6 @@ import pytest
 import envs
 from envs.autoreset import AutoResetEnv, autoreset, get_final_obs
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("envs/test_autoreset")
-
 N_STEPS = 300
 
 

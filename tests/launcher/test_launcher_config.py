@@ -21,9 +21,6 @@ from launcher.errors import ConfigError
 from launcher.identity import composed_hash, diff, identity
 from launcher.schema import Protocol, RunSpec
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("launcher/test_launcher_config")
-
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
 DREAMERV3 = load("agents.dreamerv3.entry:ENTRY")
 

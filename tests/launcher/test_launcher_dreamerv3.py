@@ -28,8 +28,6 @@ from launcher.cli import compose_spec
 from launcher.run import run
 
 SMOKE = ["agent=dreamerv3", "protocol=smoke", "logger=disabled"]
-# The tests of the cartpole fixture share one worker, so it is built once.
-CARTPOLE = pytest.mark.xdist_group("dreamerv3_launcher_cartpole")
 
 
 def spec_for(*extra: str):
@@ -57,7 +55,6 @@ def cartpole(tmp_path_factory):
     return dict(full=full, short=short, grown=grown)
 
 
-@CARTPOLE
 def test_cartpole_smoke_counts_and_metrics(cartpole):
     full = cartpole["full"]
     assert full.compiles == {"init": 1, "train": 1, "evaluate": 1}
@@ -76,7 +73,6 @@ def test_cartpole_smoke_counts_and_metrics(cartpole):
     assert 0 < memory["replay"] < 20_000 and memory["train_state"] > 0  # ring: 20 rows/env
 
 
-@CARTPOLE
 def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
     """Launched for 20 rows (a 10-row ring per env), resumed for 40 (20 rows): the ring is
     zero-padded and the run continues as if it had been sized for 40 from the start. The
@@ -89,7 +85,6 @@ def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
     assert train_rows(full.run_dir) == train_rows(grown.run_dir)
 
 
-@CARTPOLE
 def test_killed_after_training_then_relaunched_is_bit_identical(cartpole, tmp_path):
     run_dir = tmp_path / "killed"
     args = ["env=cartpole", *SMOKE, "logger.progress=false", f"hydra.run.dir={run_dir}"]

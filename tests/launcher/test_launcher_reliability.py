@@ -48,9 +48,6 @@ from launcher.evaluate import evaluate_run
 from launcher.evaluate import main as evaluate_main
 from launcher.rundir import read_metrics
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("launcher/test_launcher_reliability")
-
 HERE = Path(__file__).parent
 # the fake agent's smoke through the real CLI
 CLI_FAKE = [*FAKE_CLI, "protocol=smoke", "env=pendulum", "logger=disabled", *QUIET_HYDRA]

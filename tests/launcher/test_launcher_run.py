@@ -24,9 +24,6 @@ from launcher.run import TIMING_KEYS
 from launcher.rundir import read_metrics
 from launcher.summary import summary
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("launcher/test_launcher_run")
-
 
 def metric_rows(run_dir: Path, seed: int) -> list[dict]:
     rows = read_metrics(Path(run_dir) / "metrics" / f"seed_{seed}.jsonl")

@@ -25,8 +25,6 @@ from launcher.cli import compose_spec
 from launcher.run import run
 
 SMOKE = ["protocol=smoke", "logger.progress=false"]
-# The tests of the pendulum_runs fixture share one worker, so it is built once.
-PENDULUM = pytest.mark.xdist_group("tdmpc2_launcher_pendulum")
 
 
 @pytest.mark.slow
@@ -83,7 +81,6 @@ def pendulum_runs(tmp_path_factory):
     return full, half, rest
 
 
-@PENDULUM
 def test_tdmpc2_resume_is_bit_identical(pendulum_runs):
     full, half, rest = pendulum_runs
     assert half.stopped_early and rest.resumed_from == 1
@@ -96,7 +93,6 @@ def test_tdmpc2_resume_is_bit_identical(pendulum_runs):
     assert rows(full.run_dir) == rows(rest.run_dir)
 
 
-@PENDULUM
 def test_tdmpc2_counters_compiles_and_capacity(pendulum_runs):
     full, _, _ = pendulum_runs
     assert full.compiles == {"init": 1, "train": 1, "evaluate": 1}
@@ -109,7 +105,6 @@ def test_tdmpc2_counters_compiles_and_capacity(pendulum_runs):
     assert checkpoint_meta(full.run_dir)["n_timesteps"] == 40
 
 
-@PENDULUM
 def test_tdmpc2_seeds_sharded_over_4_cpu_devices_match_unsharded(pendulum_runs, tmp_path):
     """Seed 0 of a 4-seed run sharded over 4 CPU devices against the unsharded 1-seed run:
     the same episodes and counters, the losses equal to float32 rounding (the partitioned

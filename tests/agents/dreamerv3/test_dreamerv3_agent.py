@@ -23,9 +23,6 @@ from agents.dreamerv3.agent import DreamerV3
 from launcher.program import FAST_COMPILE  # these programs compile far longer than they run
 from tests.agents.dreamerv3.conftest import agent_config
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_dreamerv3_agent")
-
 K = 40  # ticks: 120 rows with 3 envs; the gate opens at tick 6
 HALF = K // 2
 

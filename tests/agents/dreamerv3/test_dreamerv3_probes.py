@@ -41,9 +41,6 @@ from agents.dreamerv3.train import draw_policy_noise, init_carry, policy_step
 from launcher.program import FAST_COMPILE  # 60 s -> 27 s to compile, 2x slower to run
 from tests.agents.dreamerv3.conftest import agent_config
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_dreamerv3_probes")
-
 T = 20  # probe episode length (agent steps); an episode is T + 1 rows
 PROBE = dict(learning_rate=1e-3, warmup=10, train_ratio=40.0)
 VALUE_TICKS = 300  # 1 + 2 (3 * 300 - 19) = 1763 updates

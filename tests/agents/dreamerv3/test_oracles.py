@@ -34,9 +34,6 @@ from agents.dreamerv3.returns import lambda_return, replay_return
 from agents.dreamerv3.world_model import observe_sequence, world_model_losses
 from tests.agents.dreamerv3.conftest import random_batch, random_params, tiny_nets
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_oracles")
-
 U, K_FN, f32 = 2.0**-24, 8, np.float32
 
 

@@ -36,9 +36,6 @@ from agents.dreamerv3.reference_names import from_reference, our_path
 from agents.dreamerv3.world_model import Batch
 from tests.agents.dreamerv3.conftest import tiny_config
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_parity")
-
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CALLS = 3
 POLICY_CALLS = 4

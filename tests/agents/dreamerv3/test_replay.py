@@ -32,9 +32,6 @@ from agents.dreamerv3.world_model import context_latent, observe_sequence, world
 from envs.row_collector import Row
 from tests.agents.dreamerv3.conftest import B, T, random_params, tiny_nets
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_replay")
-
 FIELDS = ("obs", "action", "reward", "is_first", "is_last", "is_terminal", "deter", "stoch")
 
 # The main ring: 3 envs, 13 rows per env, T = 4 trained steps (windows of 5 rows).

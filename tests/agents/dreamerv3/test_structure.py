@@ -21,9 +21,6 @@ from tests.agents.dreamerv3.conftest import (
     tiny_nets,
 )
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("dreamerv3/test_structure")
-
 # notes §12, vector obs and continuous actions:
 # preset -> (obs 5 / act 2 trainable, walker 24 / 6 trainable, walker RSSM, slow critic)
 COUNTS = {

@@ -13,9 +13,6 @@ from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
 from launcher.checkpoint import to_raw
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_agent")
-
 TINY = TDMPC2Config(
     model_size=1,
     enc_dim=16,

@@ -22,9 +22,6 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import PlanNoise, draw_plan_noise, elite_draw, plan
 from agents.tdmpc2.world_model import WorldModel
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_planner")
-
 OBS, A = 5, 2
 CFG = TDMPC2Config(
     model_size=1,

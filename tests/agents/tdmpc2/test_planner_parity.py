@@ -53,9 +53,6 @@ from agents.tdmpc2.planner import PlanNoise, estimate_value, mppi_update, plan
 from agents.tdmpc2.reference_names import tree_from_reference
 from agents.tdmpc2.world_model import WorldModel
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_planner_parity")
-
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tdmpc2_plan.npz"
 ATOL = 1e-5
 VALUE_SCALE_TOL = 7e-6  # teacher-forced values, x max|V| (module docstring)

@@ -18,9 +18,6 @@ from agents.tdmpc2.update import (
 )
 from agents.tdmpc2.world_model import WorldModel
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_update")
-
 # Tiny, pairwise-distinct sizes; every other hyperparameter at its reference default.
 OBS, A, B = 7, 3, 5
 CFG = TDMPC2Config(enc_dim=12, mlp_dim=20, latent_dim=16, num_q=3, num_bins=11, batch_size=B)

@@ -42,9 +42,6 @@ from agents.tdmpc2.train_state import WM_KEYS, global_norm_sq, train_state_from_
 from agents.tdmpc2.update import UpdateNoise, model_losses, policy_loss, update
 from agents.tdmpc2.world_model import WorldModel, count_params
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_update_parity")
-
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 PLAIN, PERTURBED = "tdmpc2_update.npz", "tdmpc2_update_perturbed.npz"
 FILES = (PLAIN, PERTURBED)

@@ -12,9 +12,6 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.reference_names import from_reference, to_reference
 from agents.tdmpc2.world_model import WorldModel, count_params, rounded, simnorm, tanh
 
-# One worker runs this module, so its fixtures are built once (make test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("tdmpc2/test_world_model")
-
 # Tiny, pairwise-distinct sizes: OBS 5, A 3, enc 12, mlp 20, latent 16, num_q 4, bins 11.
 TINY = dict(enc_dim=12, mlp_dim=20, latent_dim=16, num_q=4, num_bins=11, dropout=0.2)
 OBS, A, B = 5, 3, 6
