@@ -27,6 +27,9 @@ from agent_api import Agent
 # LLVM at -O0 (XLA's backend optimisation level): compiles in under half the time, runs
 # up to ~2x slower; for programs that compile far longer than they run (smoke runs, tests).
 FAST_COMPILE = {"xla_backend_optimization_level": 0}
+# XLA's default level (-O3), for a program that must run fast where -O0 is the default
+# (the test session sets -O0 for every program through XLA_FLAGS, tests/conftest.py).
+FULL_OPTIMIZATION = {"xla_backend_optimization_level": 3}
 
 
 class SeedProgram:

@@ -2,9 +2,8 @@
 
 The smoke test builds every id, checks that ``envs.facts`` (static tables) agrees with
 the built spec, and runs reset + SMOKE_STEPS random steps in ONE jitted function per env
-(a ``lax.scan`` over the steps, so the step is compiled once), with XLA's backend
-optimisation level 0 (compile time is what this test pays for; the numbers are the
-same up to float rounding).
+(a ``lax.scan`` over the steps, so the step is compiled once), at the test session's
+XLA -O0 (``tests/conftest.py``: compile time is what this test pays for).
 
 MJX compiles dominate (20-80 s each on the CI machine). The Playground tasks of one
 dm_control domain share its MuJoCo model and physics step; only the first registered task
@@ -31,7 +30,6 @@ from envs.gymnax_backend import GYMNAX_ENVS
 from envs.playground_backend import PLAYGROUND_ENVS
 from envs.probes import PROBE_ENVS
 from envs.registry import list_envs
-from launcher.program import FAST_COMPILE
 
 SMOKE_STEPS = 2
 
@@ -114,7 +112,7 @@ def test_registry_smoke(env_id, record_property):
     spec = env.spec
     compiled = env_id not in TRACED_ONLY
     if compiled:
-        fn = jax.jit(smoke_fn(env), compiler_options=FAST_COMPILE)
+        fn = jax.jit(smoke_fn(env))
         out = jax.device_get(fn(jax.random.PRNGKey(0)))
     else:
         out = jax.eval_shape(smoke_fn(env), jax.random.PRNGKey(0))

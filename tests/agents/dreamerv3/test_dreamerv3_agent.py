@@ -1,6 +1,6 @@
 """The DreamerV3 agent on gymnax CartPole (discrete, terminating), tiny config, in process.
 
-One module-scoped set of runs, compiled once per program at LLVM -O0 (design §10 "Agent"):
+One module-scoped set of runs, compiled once per program (design §10 "Agent"):
 
 the agent built for the whole run (``K`` ticks), trained as two chunks of ``K/2`` ticks,
 and as one uninterrupted scan of ``K`` ticks.
@@ -20,7 +20,6 @@ import pytest
 
 import envs
 from agents.dreamerv3.agent import DreamerV3
-from launcher.program import FAST_COMPILE  # these programs compile far longer than they run
 from tests.agents.dreamerv3.conftest import agent_config
 
 K = 40  # ticks: 120 rows with 3 envs; the gate opens at tick 6
@@ -47,8 +46,8 @@ def runs():
     env = envs.make("cartpole")
     cfg = agent_config()
     full = DreamerV3(cfg, env, total_env_steps=cfg.n_envs * K)
-    train = jax.jit(full.train, compiler_options=FAST_COMPILE)
-    s0 = jax.jit(full.init, compiler_options=FAST_COMPILE)(jax.random.key(3))
+    train = jax.jit(full.train)
+    s0 = jax.jit(full.init)(jax.random.key(3))
     s1, m1 = train(s0, jnp.arange(HALF))
     s2, m2 = train(s1, jnp.arange(HALF, K))
     whole, mw = train(s0, jnp.arange(K))
@@ -111,8 +110,8 @@ def test_evaluate_samples_fresh_episodes():
     env = envs.make("cartpole", episode_length=30)
     cfg = agent_config()
     agent = DreamerV3(cfg, env, total_env_steps=30)
-    state = jax.jit(agent.init, compiler_options=FAST_COMPILE)(jax.random.key(0))
-    ev = jax.jit(agent.evaluate, compiler_options=FAST_COMPILE)
+    state = jax.jit(agent.init)(jax.random.key(0))
+    ev = jax.jit(agent.evaluate)
     s1, m1 = ev(state, jax.random.key(1))
     s2, m2 = ev(s1, jax.random.key(1))
     returns = np.asarray(m1["Eval/episode returns"])

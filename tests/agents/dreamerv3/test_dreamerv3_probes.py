@@ -12,8 +12,8 @@ Each probe is ONE jitted program (init + ``train`` over all its ticks); the valu
 second, small program shared by all three probes (it does not depend on gamma, so it is
 traced with the horizon normalised, :func:`read_nets`). ``return_horizon`` is a Python float
 folded into the training program, so the two horizons cost two compiles. The training
-programs are compiled with LLVM at -O0 (:data:`FAST_COMPILE`): compile time dominates these
-probes, the few thousand tiny updates run in seconds either way.
+programs compile at the test session's -O0 (``tests/conftest.py``): compile time dominates
+these probes, the few thousand tiny updates run in seconds either way.
 
 The value read (design §8): the canonical trajectory (obs ``[1.0]`` for the T + 1 rows of an
 episode, ``is_first`` on row 0, zero carry) is filtered with the trained parameters by the
@@ -38,7 +38,6 @@ from agents.dreamerv3.behavior import _means
 from agents.dreamerv3.networks import Networks
 from agents.dreamerv3.rssm import features
 from agents.dreamerv3.train import draw_policy_noise, init_carry, policy_step
-from launcher.program import FAST_COMPILE  # 60 s -> 27 s to compile, 2x slower to run
 from tests.agents.dreamerv3.conftest import agent_config
 
 T = 20  # probe episode length (agent steps); an episode is T + 1 rows
@@ -61,7 +60,7 @@ def trained(env_id: str, horizon: float, ticks: int, seed: int = 0):
     agent = probe_agent(env_id, horizon, ticks)
     key = jax.random.key(seed)
     run = jax.jit(lambda key: agent.train(agent.init(key), jnp.arange(ticks)))
-    state, metrics = run.lower(key).compile(compiler_options=FAST_COMPILE)(key)
+    state, metrics = run(key)
     assert int(metrics["Train/n_updates"]) == agent.schedule.updates_through(ticks - 1)
     # gate at transition 19 (tick 6), then r = 40 / (4 x 5) = 2 updates per transition
     assert int(metrics["Train/n_updates"]) == 1 + 2 * (agent.cfg.n_envs * ticks - 19)

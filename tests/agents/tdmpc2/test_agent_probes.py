@@ -18,6 +18,7 @@ import pytest
 import envs
 from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
+from launcher.program import FULL_OPTIMIZATION
 
 PROBE = TDMPC2Config(
     model_size=1,
@@ -42,9 +43,11 @@ T = 20
 def trained(env_id: str, extra_ticks: int = 0):
     env = envs.make(env_id, episode_length=T)
     agent = TDMPC2(PROBE, env, total_env_steps=5000)
-    state = agent.init(jax.random.key(0))
+    state = jax.jit(agent.init)(jax.random.key(0))  # eager init: ~20 s of tiny dispatches
     ticks = agent.schedule.burst_tick + 1 + extra_ticks
-    state, metrics = jax.jit(agent.train)(state, jnp.arange(ticks))
+    # the 4,000-update burst runs ~45 s at -O3 and twice that at the session's -O0
+    train = jax.jit(agent.train, compiler_options=FULL_OPTIMIZATION)
+    state, metrics = train(state, jnp.arange(ticks))
     return agent, state, metrics
 
 
