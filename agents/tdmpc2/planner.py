@@ -25,6 +25,14 @@ Randomness seam (design §4.2): every random draw of one decision is an explicit
 recorded draws. Deviations: T40 (only the drawn Q pair is evaluated), T41 (elite draw by a
 float32 inverse CDF of one uniform), T42 (``lax.top_k`` tie order).
 
+Multi-task (design §7; ``tdmpc2.py:102,145-146,160-162``): :func:`plan` and
+:func:`estimate_value` take an optional ``task``, the env's
+:class:`~agents.tdmpc2.multitask.TaskContext` (a scalar task id); ``None`` (the default) is the
+single-task computation, unchanged. With a context the heads read the task embedding (its row
+renormalised at the look-up and not written back, T45), the candidates are multiplied by the
+task's action mask after sampling and the mean and std after the std clamp, and the value's
+discount products are the reference's float32 products of the task's discount.
+
 Pieces, exposed for the parity tests: :func:`estimate_value` (one iteration's values),
 :func:`mppi_update` (elites, scores, refit), :func:`elite_draw` (the final draw) and
 :func:`plan` (one whole decision; callers ``jax.vmap`` it over envs, with ``wm``, ``cfg`` and
@@ -33,13 +41,16 @@ Pieces, exposed for the parity tests: :func:`estimate_value` (one iteration's va
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from agents.tdmpc2.config import TDMPC2Config
+
+if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
+    from agents.tdmpc2.multitask import TaskContext
 
 __all__ = [
     "PlanNoise",
@@ -52,19 +63,20 @@ __all__ = [
 
 
 class _WorldModel(Protocol):
-    """The subset of ``agents.tdmpc2.world_model.WorldModel`` the planner calls."""
+    """The subset of ``agents.tdmpc2.world_model.WorldModel`` the planner calls (``task`` is
+    passed only for a multi-task decision)."""
 
     @property
     def twohot(self) -> Any: ...
 
-    def encode(self, params: dict, obs: jax.Array) -> jax.Array: ...
+    def encode(self, params: dict, obs: jax.Array, task: Any = None) -> jax.Array: ...
 
-    def next(self, params: dict, z: jax.Array, a: jax.Array) -> jax.Array: ...
+    def next(self, params: dict, z: jax.Array, a: jax.Array, task: Any = None) -> jax.Array: ...
 
-    def reward(self, params: dict, z: jax.Array, a: jax.Array) -> jax.Array: ...
+    def reward(self, params: dict, z: jax.Array, a: jax.Array, task: Any = None) -> jax.Array: ...
 
     def pi(
-        self, params: dict, z: jax.Array, eps: jax.Array
+        self, params: dict, z: jax.Array, eps: jax.Array, task: Any = None
     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]: ...
 
     def q_value(
@@ -75,6 +87,7 @@ class _WorldModel(Protocol):
         pair: jax.Array,
         dropout_key: jax.Array | None,
         reduce: str = "min",
+        task: Any = None,
     ) -> jax.Array: ...
 
 
@@ -139,6 +152,12 @@ def draw_plan_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> Plan
     )
 
 
+def _task_kw(task: TaskContext | None) -> dict[str, Any]:
+    """``{"task": task}`` for a multi-task decision, else nothing: a single-task world model
+    (any object with the protocol's methods) is called exactly as before the hooks."""
+    return {} if task is None else {"task": task}
+
+
 def elite_draw(score: jax.Array, u: jax.Array) -> jax.Array:
     """Index drawn from the categorical ``score [K]`` by the inverse CDF of ``u []``.
 
@@ -164,6 +183,7 @@ def estimate_value(
     terminal_eps: jax.Array,
     q_pair: jax.Array,
     dropout_key: jax.Array | None,
+    task: TaskContext | None = None,
 ) -> jax.Array:
     """Values ``[N]`` of action sequences ``actions [H, N, A]`` from latents ``z [N, L]``.
 
@@ -173,16 +193,19 @@ def estimate_value(
     dropout keyed by ``dropout_key`` (notes §2.6). Only the drawn pair is evaluated (T40).
     ``gamma^t`` is the Python float64 product, rounded to float32 when applied, as the
     reference's ``discount *= self.discount``. NaNs are *not* replaced here (see ``plan``).
+    Multi-task: gamma is the task's float32 discount and its powers float32 products, as the
+    reference's ``discount *= self.discount[task]`` (``tdmpc2.py:102``).
     """
-    gamma = float(cfg.gamma)
+    gamma = float(cfg.gamma) if task is None else task.discount
+    kw = _task_kw(task)
     G, discount = jnp.zeros(z.shape[:-1], jnp.float32), 1.0
     for t in range(cfg.horizon):
-        r = wm.twohot.decode(wm.reward(params, z, actions[t]))  # [N]
-        z = wm.next(params, z, actions[t])
+        r = wm.twohot.decode(wm.reward(params, z, actions[t], **kw))  # [N]
+        z = wm.next(params, z, actions[t], **kw)
         G = G + discount * r
         discount *= gamma
-    a_H = wm.pi(params, z, terminal_eps)[1]
-    q = wm.q_value(params, z, a_H, q_pair, dropout_key, reduce="avg")[..., 0]  # [N]
+    a_H = wm.pi(params, z, terminal_eps, **kw)[1]
+    q = wm.q_value(params, z, a_H, q_pair, dropout_key, reduce="avg", **kw)[..., 0]  # [N]
     return G + discount * q
 
 
@@ -218,6 +241,7 @@ def plan(
     noise: PlanNoise,
     *,
     eval_mode: bool,
+    task: TaskContext | None = None,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
     """One MPPI decision for one env (module docstring; notes §4; design §4.3).
 
@@ -235,6 +259,7 @@ def plan(
         noise: this decision's draws (:class:`PlanNoise`).
         eval_mode: static; drops the final exploration noise only (planning stays
             stochastic, as in the reference).
+        task: multi-task only, the env's task context (scalar id; module docstring).
 
     Returns:
         ``(action [A], mean [H, A], info)`` with ``mean`` the last iteration's mean (the
@@ -249,16 +274,19 @@ def plan(
     H, N, K, P = cfg.horizon, cfg.num_samples, cfg.num_elites, cfg.num_pi_trajs
     A = prev_mean.shape[-1]
 
-    z = wm.encode(params, obs)  # [L]
+    kw = _task_kw(task)
+    if task is not None:  # the look-up renorm of the task's row, not written back (T45)
+        params = task.renorm(params)
+    z = wm.encode(params, obs, **kw)  # [L]
 
     # 1. policy trajectories [H, P, A] (tdmpc2.py:120-126 @5f6fade)
     pi_rows = []
     _z = jnp.broadcast_to(z, (P, z.shape[-1]))
     for t in range(H):
-        a_t = wm.pi(params, _z, noise.pi_eps[t])[1]
+        a_t = wm.pi(params, _z, noise.pi_eps[t], **kw)[1]
         pi_rows.append(a_t)
         if t < H - 1:
-            _z = wm.next(params, _z, a_t)
+            _z = wm.next(params, _z, a_t, **kw)
     pi_actions = jnp.stack(pi_rows)
 
     # 2. initial mean/std (:128-136): shifted warm start, last row 0; std reset to max_std
@@ -273,9 +301,13 @@ def plan(
         eps, term_eps, pair, dkey = xs
         sampled = jnp.clip(mean[:, None] + std[:, None] * eps, -1.0, 1.0)  # [H, N-P, A]
         actions = jnp.concatenate([pi_actions, sampled], axis=1)  # [H, N, A]
-        value = estimate_value(wm, cfg, params, zN, actions, term_eps, pair, dkey)
+        if task is not None:  # tdmpc2.py:145-146
+            actions = task.mask(actions)
+        value = estimate_value(wm, cfg, params, zN, actions, term_eps, pair, dkey, task=task)
         value = jnp.nan_to_num(value, nan=0.0)
         elite_idx, score, mean, std = mppi_update(cfg, value, actions)
+        if task is not None:  # after the std clamp (tdmpc2.py:160-162)
+            mean, std = task.mask(mean), task.mask(std)
         out = {
             "values": value,
             "elite_idxs": elite_idx,

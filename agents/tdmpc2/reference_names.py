@@ -4,7 +4,8 @@ Used by the parity tests (design §10). Reference layout (``common/world_model.p
 ``common/layers.py``; notes §2): every head is an ``nn.Sequential`` of ``NormedLinear`` hidden
 layers (``{i}.weight [out, in]``, ``{i}.bias``, ``{i}.ln.weight``, ``{i}.ln.bias``) and an output
 layer ``{n}.weight``/``{n}.bias`` (plus ``{n}.ln.*`` for the SimNorm heads). Heads:
-``_encoder.state.``, ``_dynamics.``, ``_reward.``, ``_pi.``. The Q ensemble is a
+``_encoder.state.``, ``_dynamics.``, ``_reward.``, ``_pi.`` (multi-task: also
+``_task_emb.weight [num_tasks, task_dim]`` -> ``params["task_emb"]``). The Q ensemble is a
 ``ParameterList`` ``_Qs.params.{j}`` whose entry ``j`` stacks, over the members, the ``j``-th
 parameter of one member in ``named_parameters`` order (weight, bias, ln.weight, ln.bias per
 hidden layer, then the output weight and bias); ``_target_Qs.params.{j}`` likewise.
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.tdmpc2.world_model import Params, WorldModel
+from agents.tdmpc2.world_model import TASK_EMB, Params, WorldModel
 
 __all__ = [
     "from_reference",
@@ -82,6 +83,8 @@ def reference_name_map(wm: WorldModel) -> dict[str, tuple[str, tuple[str, ...], 
     for j, (_, (path, is_kernel)) in enumerate(_head_entries(2, simnorm=False)):
         out[f"_Qs.params.{j}"] = ("params", ("qs", *path), is_kernel)
         out[f"_target_Qs.params.{j}"] = ("target_qs", path, is_kernel)
+    if wm.num_tasks:  # multi-task: nn.Embedding weight [num_tasks, task_dim], not transposed
+        out["_task_emb.weight"] = ("params", (TASK_EMB,), False)
     return out
 
 

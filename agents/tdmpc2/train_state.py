@@ -26,7 +26,7 @@ from flax import struct
 
 from agents.common.normalizers import RunningScale
 from agents.tdmpc2.config import TDMPC2Config
-from agents.tdmpc2.world_model import Params, WorldModel
+from agents.tdmpc2.world_model import TASK_EMB, Params, WorldModel
 
 __all__ = [
     "WM_KEYS",
@@ -36,10 +36,19 @@ __all__ = [
     "make_optimizers",
     "torch_clip_by_global_norm",
     "train_state_from_params",
+    "wm_subtree",
 ]
 
 # World-model modules trained by the world-model optimizer (``tdmpc2.py:21-27``).
 WM_KEYS: tuple[str, ...] = ("encoder", "dynamics", "reward", "qs")
+
+
+def wm_subtree(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the world-model optimizer trains: ``{k: params[k] for k in WM_KEYS}``, plus the
+    multi-task embedding ``task_emb`` when present (``tdmpc2.py:21-27``: its own param group
+    at the full learning rate, inside the world-model clip)."""
+    keys = WM_KEYS + ((TASK_EMB,) if TASK_EMB in params else ())
+    return {k: params[k] for k in keys}
 
 
 # ---------------------------------------------------------------------------------- state
@@ -48,9 +57,11 @@ class TDMPC2TrainState:
     """Learner state of one TD-MPC2 agent.
 
     Attributes:
-        params: world-model tree ``{"encoder", "dynamics", "reward", "qs", "pi"}``.
+        params: world-model tree ``{"encoder", "dynamics", "reward", "qs", "pi"}`` (plus
+            ``"task_emb"`` in a multi-task model).
         target_qs: target Q ensemble (same structure as ``params["qs"]``).
-        wm_opt_state: Adam state over ``{k: params[k] for k in WM_KEYS}``.
+        wm_opt_state: Adam state over :func:`wm_subtree` (``WM_KEYS``, plus ``task_emb``
+            in a multi-task model).
         pi_opt_state: Adam state over ``params["pi"]``.
         q_scale: RunningScale value, float32 ``[]`` (init 1).
         pi_grad_sq: squared global norm of the previous update's *post-clip* policy gradient,
@@ -79,8 +90,9 @@ def make_optimizers(
 ) -> tuple[optax.GradientTransformation, optax.GradientTransformation]:
     """``(wm_tx, pi_tx)``: the reference's two Adam optimizers (``tdmpc2.py:21-28``).
 
-    ``wm_tx`` acts on ``{k: params[k] for k in WM_KEYS}``: Adam(b1 0.9, b2 0.999, eps 1e-8)
-    with lr ``learning_rate * enc_lr_scale`` on the encoder and ``learning_rate`` elsewhere.
+    ``wm_tx`` acts on :func:`wm_subtree`: Adam(b1 0.9, b2 0.999, eps 1e-8) with lr
+    ``learning_rate * enc_lr_scale`` on the encoder and ``learning_rate`` elsewhere (the
+    task embedding included).
     ``pi_tx``: Adam(``learning_rate``, eps ``pi_eps``). Gradient clipping is *not* part of
     these transforms: :func:`update` applies :func:`torch_clip_by_global_norm` first (T3),
     because the world-model clip also sees the stale policy-gradient norm.
@@ -110,7 +122,7 @@ def train_state_from_params(
     return TDMPC2TrainState(
         params=params,
         target_qs=jax.tree_util.tree_map(jnp.array, target_qs),
-        wm_opt_state=wm_tx.init({k: params[k] for k in WM_KEYS}),
+        wm_opt_state=wm_tx.init(wm_subtree(params)),
         pi_opt_state=pi_tx.init(params["pi"]),
         q_scale=RunningScale(tau=wm.cfg.tau).init(),
         pi_grad_sq=jnp.zeros((), jnp.float32),

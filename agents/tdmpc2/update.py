@@ -23,6 +23,15 @@ Reproduces ``TDMPC2.update`` / ``update_pi`` / ``_td_target`` of the reference
 
 Randomness enters only through :class:`UpdateNoise` (design §4.2 randomness seams). Jit with
 ``jax.jit(update, static_argnums=(0, 1, 5))`` (``wm``, ``cfg``, ``return_grads``).
+
+Multi-task (design §7): every function here takes an optional ``task``, a
+:class:`~agents.tdmpc2.multitask.TaskContext` of the batch's task ids ``[B]``; ``None`` (the
+default) is the single-task computation, unchanged. With a context the heads read the task
+embedding, the TD target uses the per-task discounts, the embedding is renormalised (max norm
+1) and written back at the reference's two renorming look-ups (before the TD target; after
+the world-model Adam step, before the policy loss; T45), and the policy loss reads it
+stop-gradiented (5f6fade ``track_q_grad(False)``).
+
 Deviations (``docs/deviations.md``): T1 (random draws from JAX keys), T2 (only
 the drawn pair of Q members is evaluated), T3 (stale policy-gradient norm carried as a scalar;
 torch-formula clips applied before the optax Adam), T4 (policy-squash numerics).
@@ -34,7 +43,7 @@ The learner state, its constructors, the two optimizers and the torch-formula cl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -44,13 +53,16 @@ from flax import struct
 from agents.common.normalizers import RunningScale
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.train_state import (
-    WM_KEYS,
     TDMPC2TrainState,
     global_norm_sq,
     make_optimizers,
     torch_clip_by_global_norm,
+    wm_subtree,
 )
-from agents.tdmpc2.world_model import Params, WorldModel
+from agents.tdmpc2.world_model import TASK_EMB, Params, WorldModel
+
+if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
+    from agents.tdmpc2.multitask import TaskContext
 
 __all__ = [
     "UpdateNoise",
@@ -115,15 +127,21 @@ def td_target(
     eps: jax.Array,
     pair: jax.Array,
     dropout_key: jax.Array | None,
+    task: TaskContext | None = None,
 ) -> jax.Array:
     """TD target ``[H, B, 1]`` = ``reward [H, B]`` + gamma * min of the target pair.
 
     ``next_z [H, B, L]``: online-encoder latents of ``obs[1:]``; the action is the
     pre-step policy sample with ``eps [H, B, A]`` (``tdmpc2.py:201-216``). No gradient.
+    Multi-task: gamma is the task's float32 discount ``[B, 1]`` (``tdmpc2.py:215``) and the
+    target Q reads the online embedding ``params["task_emb"]``.
     """
-    _, a, _, _ = wm.pi(params, next_z, eps)
-    q = wm.q_value({"qs": target_qs}, next_z, a, pair, dropout_key, reduce="min")
-    return jax.lax.stop_gradient(reward[..., None] + wm.cfg.gamma * q)
+    _, a, _, _ = wm.pi(params, next_z, eps, task=task)
+    target, gamma = {"qs": target_qs}, wm.cfg.gamma
+    if task is not None:
+        target, gamma = {**target, TASK_EMB: params[TASK_EMB]}, task.discount[..., None]
+    q = wm.q_value(target, next_z, a, pair, dropout_key, reduce="min", task=task)
+    return jax.lax.stop_gradient(reward[..., None] + gamma * q)
 
 
 def model_losses(
@@ -135,11 +153,13 @@ def model_losses(
     next_z: jax.Array,
     td: jax.Array,
     dropout_key: jax.Array | None,
+    task: TaskContext | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """World-model objective (``tdmpc2.py:239-267``).
 
     Args:
-        wm_params: ``{"encoder", "dynamics", "reward", "qs"}`` (extra keys ignored).
+        wm_params: ``{"encoder", "dynamics", "reward", "qs"}`` (extra keys ignored), plus
+            ``task_emb`` with a ``task`` context (every head then reads it).
         obs0: ``[B, O]`` first observations; action ``[H, B, A]``; reward ``[H, B]``.
         next_z: ``[H, B, L]`` consistency targets (no gradient); td ``[H, B, 1]``.
         dropout_key: the value-loss Q pass key (or None).
@@ -152,18 +172,18 @@ def model_losses(
     H = cfg.horizon
     next_z = jax.lax.stop_gradient(next_z)
     td = jax.lax.stop_gradient(td)
-    z = wm.encode(wm_params, obs0)
+    z = wm.encode(wm_params, obs0, task=task)
     zs = [z]
     consistency = jnp.zeros((), jnp.float32)
     for t in range(H):
-        z = wm.next(wm_params, z, action[t])
+        z = wm.next(wm_params, z, action[t], task=task)
         consistency = consistency + jnp.mean(jnp.square(z - next_z[t])) * cfg.rho**t
         zs.append(z)
     zs = jnp.stack(zs)
     rho = jnp.asarray([cfg.rho**t for t in range(H)], jnp.float32)  # [H]
     th = wm.twohot
-    reward_logits = wm.reward(wm_params, zs[:-1], action)  # [H, B, K]
-    q_logits = wm.q(wm_params, zs[:-1], action, dropout_key=dropout_key)  # [Q, H, B, K]
+    reward_logits = wm.reward(wm_params, zs[:-1], action, task=task)  # [H, B, K]
+    q_logits = wm.q(wm_params, zs[:-1], action, dropout_key=dropout_key, task=task)  # [Q,H,B,K]
     reward_ce = jnp.mean(th.loss(reward_logits, reward), axis=-1)  # [H]
     value_ce = jnp.mean(th.loss(q_logits, td[None, ..., 0]), axis=-1)  # [Q, H]
     reward_loss = jnp.sum(reward_ce * rho) * (1.0 / H)
@@ -192,19 +212,26 @@ def policy_loss(
     pair: jax.Array,
     dropout_key: jax.Array | None,
     q_scale: jax.Array,
+    task: TaskContext | None = None,
+    task_emb: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Policy loss (``tdmpc2.py:173-199``) on latents ``zs [H+1, B, L]`` (no gradient).
 
     ``q_params``: the (post-step) online Q ensemble, stop-gradiented; ``eps [H+1, B, A]``;
     ``pair [2]``: members averaged. The RunningScale is updated with ``q[0]`` (``[B, 1]``)
     before dividing (notes §3.2). Returns ``(loss, aux)`` with aux ``q_scale`` (new value),
-    ``log_pi [H+1, B, 1]``.
+    ``log_pi [H+1, B, 1]``. Multi-task: ``task_emb [num_tasks, T_d]`` (the post-step table,
+    renormed) is read by pi and Q stop-gradiented (5f6fade ``track_q_grad(False)``).
     """
     cfg = wm.cfg
     zs = jax.lax.stop_gradient(zs)
     q_params = jax.lax.stop_gradient(q_params)
-    _, a, log_pi, _ = wm.pi({"pi": pi_params}, zs, eps)
-    q = wm.q_value({"qs": q_params}, zs, a, pair, dropout_key, reduce="avg")  # [H+1, B, 1]
+    pi_in, q_in = {"pi": pi_params}, {"qs": q_params}
+    if task is not None:
+        emb = jax.lax.stop_gradient(task_emb)
+        pi_in, q_in = {**pi_in, TASK_EMB: emb}, {**q_in, TASK_EMB: emb}
+    _, a, log_pi, _ = wm.pi(pi_in, zs, eps, task=task)
+    q = wm.q_value(q_in, zs, a, pair, dropout_key, reduce="avg", task=task)  # [H+1, B, 1]
     new_scale = RunningScale(tau=cfg.tau).update(q_scale, jax.lax.stop_gradient(q[0]))
     q = q * (1.0 / new_scale)
     rho = jnp.asarray([cfg.rho**t for t in range(cfg.horizon + 1)], jnp.float32)
@@ -224,6 +251,7 @@ def update(
     batch: Any,
     noise: UpdateNoise,
     return_grads: bool = False,
+    task: TaskContext | None = None,
 ) -> tuple[TDMPC2TrainState, dict[str, Any]]:
     """One TD-MPC2 update (module docstring; ``tdmpc2.py:218-286``). Pure and jittable with
     ``wm``, ``cfg`` and ``return_grads`` static.
@@ -234,6 +262,8 @@ def update(
         noise: :class:`UpdateNoise`.
         return_grads: also return ``metrics["grads"] = {"wm": ..., "pi": ...}``, the
             pre-clip gradients (the ones torch's ``clip_grad_norm_`` sees).
+        task: the batch's :class:`~agents.tdmpc2.multitask.TaskContext` (task ids ``[B]``)
+            for a multi-task model; ``None``: single-task (module docstring).
 
     Returns:
         ``(new_state, metrics)``; metrics (float32 scalars): consistency_loss, reward_loss,
@@ -248,9 +278,11 @@ def update(
     action = jnp.asarray(_get(batch, "action"), jnp.float32)
     reward = jnp.asarray(_get(batch, "reward"), jnp.float32)
     params = state.params
+    if task is not None:  # renorm point 1: the look-up of encode(obs[1:]) (written back)
+        params = task.renorm(params)
 
     # 1. TD targets with the pre-step parameters (online encoder, pre-step pi, target Q).
-    next_z = jax.lax.stop_gradient(wm.encode(params, obs[1:]))
+    next_z = jax.lax.stop_gradient(wm.encode(params, obs[1:], task=task))
     td = td_target(
         wm,
         params,
@@ -260,18 +292,23 @@ def update(
         noise.eps_td,
         noise.pair_td,
         _dropout_key(noise, 0),
+        task=task,
     )
 
     # 2-4. World-model loss, gradient, clip (with the stale pi gradient), Adam.
-    wm_params = {k: params[k] for k in WM_KEYS}
+    wm_params = wm_subtree(params)
 
     def wm_objective(p: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
-        return model_losses(wm, p, obs[0], action, reward, next_z, td, _dropout_key(noise, 1))
+        return model_losses(
+            wm, p, obs[0], action, reward, next_z, td, _dropout_key(noise, 1), task=task
+        )
 
     (total, aux), wm_grads = jax.value_and_grad(wm_objective, has_aux=True)(wm_params)
     clipped, grad_norm = torch_clip_by_global_norm(wm_grads, c.grad_clip_norm, state.pi_grad_sq)
     wm_updates, wm_opt_state = wm_tx.update(clipped, state.wm_opt_state, wm_params)
     new_wm = optax.apply_updates(wm_params, wm_updates)
+    if task is not None:  # renorm point 2: update_pi's look-up of pi(zs) (written back)
+        new_wm = task.renorm(new_wm)
 
     # 5. Policy loss: pre-step latents (detached), post-step online Q (no gradient).
     def pi_objective(pp: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -284,6 +321,8 @@ def update(
             noise.pair_pi,
             _dropout_key(noise, 2),
             state.q_scale,
+            task=task,
+            task_emb=new_wm.get(TASK_EMB),
         )
 
     (pi_loss, pi_aux), pi_grads = jax.value_and_grad(pi_objective, has_aux=True)(params["pi"])

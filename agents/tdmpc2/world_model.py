@@ -1,7 +1,9 @@
 """TD-MPC2 implicit world model as pure functions over a flat parameter tree.
 
 Design §4.1/§4.2; reference ``tdmpc2/common/world_model.py`` and ``common/layers.py``
-(b67b21c, agent identical to 5f6fade; notes §2). Single-task only (no task embedding).
+(b67b21c, agent identical to 5f6fade; notes §2). Multi-task models (``num_tasks > 0``) add a
+task embedding; the heads then take a ``task`` context (:mod:`agents.tdmpc2.multitask`), and
+without one (the default) compute exactly the single-task model.
 
 Param tree (``WorldModel.init``)::
 
@@ -14,6 +16,11 @@ Param tree (``WorldModel.init``)::
 
 and each ``MLPHead`` is ``{"hidden": {dense_i: {kernel [in, out], bias}, norm_i: {scale, bias}},
 "out": {kernel, bias}, ["out_norm": {scale, bias}]}`` (``out_norm`` only on the SimNorm heads).
+
+Multi-task (``task_dim`` T_d > 0, ``num_tasks`` > 0; reference ``world_model.py:19-28``): every
+head's input gains T_d features, the task's embedding row appended before the action (encoder
+``[obs, e]``, pi ``[z, e]``, the others ``[z, e, a]``), and ``task_emb [num_tasks, T_d]``
+(U(-0.02, 0.02), ``init.py:10-11``) joins the tree. O and A are then the padded sizes.
 
 Hidden layer (``layers.py:50-65`` NormedLinear): Dense -> [Dropout, Q first layer only, on
 the linear output, before the norm] -> LayerNorm(eps 1e-5) -> Mish. SimNorm heads end with
@@ -35,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flax
 import flax.linen as nn
@@ -47,9 +54,15 @@ from agents.common.blocks import NormedMLP, linear, tdmpc2_kernel_init
 from agents.common.distributional import TwoHot
 from agents.tdmpc2.config import TDMPC2Config
 
-__all__ = ["MLPHead", "WorldModel", "count_params", "rounded", "simnorm", "tanh"]
+if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
+    from agents.tdmpc2.multitask import TaskContext
+
+__all__ = ["TASK_EMB", "MLPHead", "WorldModel", "count_params", "rounded", "simnorm", "tanh"]
 
 Params = dict[str, Any]
+
+# key of the multi-task embedding table in the world-model parameters (design §7)
+TASK_EMB = "task_emb"
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -161,19 +174,31 @@ class WorldModel:
 
     Attributes:
         cfg: a *resolved* :class:`TDMPC2Config` (widths filled in).
-        obs_size: O, the flat observation size.
-        action_size: A.
+        obs_size: O, the flat observation size (multi-task: the padded ``O_max``).
+        action_size: A (multi-task: the padded ``A_max``).
+        task_dim: T_d, the task-embedding width (0: single-task).
+        num_tasks: rows of the task embedding (0: single-task).
+
+    The head methods take an optional ``task`` (a :class:`~agents.tdmpc2.multitask.
+    TaskContext`); it must be given for a multi-task model and omitted otherwise.
     """
 
     cfg: TDMPC2Config
     obs_size: int
     action_size: int
+    task_dim: int = 0
+    num_tasks: int = 0
 
     def __post_init__(self) -> None:
         if not self.cfg.resolved:
             raise ValueError("WorldModel needs a resolved TDMPC2Config (call cfg.resolve(...))")
         if self.cfg.latent_dim % self.cfg.simnorm_dim:
             raise ValueError("latent_dim must be a multiple of simnorm_dim")
+        if (self.task_dim > 0) != (self.num_tasks > 0) or min(self.task_dim, self.num_tasks) < 0:
+            raise ValueError(
+                f"task_dim={self.task_dim} and num_tasks={self.num_tasks}: both 0 (single-task) "
+                "or both positive (multi-task)"
+            )
 
     # ------------------------------------------------------------------ modules
     @property
@@ -208,14 +233,16 @@ class WorldModel:
 
     # ------------------------------------------------------------------ init
     def init(self, key: jax.Array) -> Params:
-        """Fresh parameters ``{"encoder", "dynamics", "reward", "qs", "pi"}`` (module docstring).
+        """Fresh parameters ``{"encoder", "dynamics", "reward", "qs", "pi"}`` (module docstring),
+        plus ``task_emb [num_tasks, task_dim]`` U(-0.02, 0.02) for a multi-task model.
 
         ``qs`` leaves are stacked ``[num_q, ...]`` (members initialised with independent keys).
         The reward output kernel and every Q output kernel are 0 (``world_model.py:30``).
         """
         c = self.cfg
         k_enc, k_dyn, k_rew, k_q, k_pi = jax.random.split(key, 5)
-        latent, obs_size = c.latent_dim, self.obs_size
+        td = self.task_dim
+        latent, obs_size = c.latent_dim + td, self.obs_size + td  # head inputs [z, e], [obs, e]
         za = jnp.zeros((1, latent + self.action_size), jnp.float32)
 
         def unbox(variables: Any) -> Params:
@@ -228,24 +255,51 @@ class WorldModel:
             jax.random.split(k_q, c.num_q)
         )
         pi = unbox(self.pi_module.init(k_pi, jnp.zeros((1, latent), jnp.float32)))
-        return {"encoder": enc, "dynamics": dyn, "reward": rew, "qs": qs, "pi": pi}
+        params = {"encoder": enc, "dynamics": dyn, "reward": rew, "qs": qs, "pi": pi}
+        if self.num_tasks:
+            shape = (self.num_tasks, td)
+            k_emb = jax.random.fold_in(key, 5)
+            params[TASK_EMB] = jax.random.uniform(k_emb, shape, jnp.float32, -0.02, 0.02)
+        return params
 
     # ------------------------------------------------------------------ heads
-    def encode(self, params: Mapping[str, Any], obs: jax.Array) -> jax.Array:
-        """Latent ``z [..., L]`` of observations ``obs [..., O]`` (``world_model.py:93-102``)."""
+    def encode(
+        self, params: Mapping[str, Any], obs: jax.Array, task: TaskContext | None = None
+    ) -> jax.Array:
+        """Latent ``z [..., L]`` of observations ``obs [..., O]`` (``world_model.py:93-102``;
+        multi-task: of ``[obs, e]``)."""
+        if task is not None:
+            obs = task.embed(params, obs)
         return self.encoder_module.apply({"params": params["encoder"]}, obs)
 
-    def next(self, params: Mapping[str, Any], z: jax.Array, a: jax.Array) -> jax.Array:
+    def next(
+        self,
+        params: Mapping[str, Any],
+        z: jax.Array,
+        a: jax.Array,
+        task: TaskContext | None = None,
+    ) -> jax.Array:
         """Next latent ``[..., L]`` from ``z [..., L]``, ``a [..., A]``.
 
-        Reference ``world_model.py:104-111`` (dynamics on ``concat([z, a])``, SimNorm output).
+        Reference ``world_model.py:104-111`` (dynamics on ``concat([z, a])``, multi-task
+        ``[z, e, a]``, SimNorm output).
         """
+        if task is not None:
+            z = task.embed(params, z)
         return self.dynamics_module.apply(
             {"params": params["dynamics"]}, jnp.concatenate([z, a], axis=-1)
         )
 
-    def reward(self, params: Mapping[str, Any], z: jax.Array, a: jax.Array) -> jax.Array:
+    def reward(
+        self,
+        params: Mapping[str, Any],
+        z: jax.Array,
+        a: jax.Array,
+        task: TaskContext | None = None,
+    ) -> jax.Array:
         """Reward logits ``[..., num_bins]`` (``world_model.py:113-120``)."""
+        if task is not None:
+            z = task.embed(params, z)
         return self.reward_module.apply(
             {"params": params["reward"]}, jnp.concatenate([z, a], axis=-1)
         )
@@ -258,6 +312,7 @@ class WorldModel:
         *,
         members: jax.Array | None = None,
         dropout_key: jax.Array | None = None,
+        task: TaskContext | None = None,
     ) -> jax.Array:
         """Q logits ``[M, ..., num_bins]`` of the members ``members [M]`` (default all).
 
@@ -266,7 +321,11 @@ class WorldModel:
         ``Ensemble``, ``layers.py:7-27``: vmap over stacked params). Dropout (rate
         ``cfg.dropout``, first hidden layer, before its LayerNorm) is on iff ``dropout_key`` is
         given and the rate is > 0; member ``m`` uses ``fold_in(dropout_key, m)`` (notes §2.6).
+        Multi-task: the input is ``[z, e, a]`` with the online embedding ``params["task_emb"]``
+        (the target network has none of its own).
         """
+        if task is not None:
+            z = task.embed(params, z)
         qs = params["qs"]
         num_q = self.cfg.num_q
         if members is None:
@@ -294,6 +353,7 @@ class WorldModel:
         pair: jax.Array,
         dropout_key: jax.Array | None = None,
         reduce: str = "min",
+        task: TaskContext | None = None,
     ) -> jax.Array:
         """Decoded Q ``[..., 1]``: min or mean of the two members ``pair [2]``.
 
@@ -303,14 +363,18 @@ class WorldModel:
         """
         if reduce not in ("min", "avg"):
             raise ValueError(f"reduce must be 'min' or 'avg', got {reduce!r}")
-        logits = self.q(params, z, a, members=pair, dropout_key=dropout_key)
+        logits = self.q(params, z, a, members=pair, dropout_key=dropout_key, task=task)
         v = self.twohot.decode(logits)[..., None]  # [2, ..., 1]
         if reduce == "min":
             return jnp.minimum(v[0], v[1])
         return (v[0] + v[1]) / 2
 
     def pi(
-        self, params: Mapping[str, Any], z: jax.Array, eps: jax.Array
+        self,
+        params: Mapping[str, Any],
+        z: jax.Array,
+        eps: jax.Array,
+        task: TaskContext | None = None,
     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """Policy prior ``(tanh mu [..., A], tanh(mu + eps*sigma) [..., A], log_pi [..., 1],
         log_std [..., A])`` (``world_model.py:122-148``, ``math.py:13-45``; notes §2.4).
@@ -320,15 +384,25 @@ class WorldModel:
         sum_d log(relu(1 - tanh(u)^2) + 1e-6)`` (the reference's formula, not the textbook
         density; issue #44). ``tanh`` is :func:`tanh` (torch-accurate near saturation) and the
         products feeding the ill-conditioned squash term are :func:`rounded` like torch's.
+
+        Multi-task (``world_model.py:128-142``): the input is ``[z, e]``; ``mu``, ``log_std``
+        and ``eps`` are multiplied by the task's action mask, and the Gaussian part of
+        ``log_pi`` is scaled by the task's number of valid dims instead of A (the squash term
+        still sums over all A dims).
         """
         c = self.cfg
+        if task is not None:
+            z = task.embed(params, z)
         out = self.pi_module.apply({"params": params["pi"]}, z)
         mu, raw = jnp.split(out, 2, axis=-1)
         lo = jnp.float32(c.log_std_min)
         dif = jnp.float32(c.log_std_max) - lo
         log_std = lo + rounded(0.5 * dif * (tanh(raw) + 1.0))
+        n = self.action_size
+        if task is not None:
+            mu, log_std, eps, n = task.mask(mu), task.mask(log_std), task.mask(eps), task.n_valid
         residual = jnp.sum(-0.5 * jnp.square(eps) - log_std, axis=-1, keepdims=True)
-        log_pi = (residual - _HALF_LOG_2PI) * self.action_size
+        log_pi = (residual - _HALF_LOG_2PI) * n
         u = mu + rounded(eps * jnp.exp(log_std))
         mu = tanh(mu)
         action = tanh(u)
