@@ -150,6 +150,35 @@ def make_cfg(ref, *, obs_dim, action_dim, episode_length, model_size=None, **ove
     return cfg
 
 
+def make_mt_cfg(ref, *, tasks, task_dim, model_size=None, **overrides):
+    """Reference config.yaml + what parse_cfg/make_multitask_env set for a multi-task run.
+
+    ``tasks``: a list of ``(name, obs_dim, action_dim, episode_length)``. As the reference's
+    ``MultitaskWrapper`` (``envs/wrappers/multitask.py:17-27``) and ``make_multitask_env``
+    (``envs/__init__.py:35-50``): ``obs_shape = (O_max,)``, ``action_dim = A_max``,
+    ``action_dims`` / ``episode_lengths`` / ``obs_shapes`` per task, ``episode_length`` the
+    first task's (the wrapper forwards ``envs[0].max_episode_steps``); ``multitask = True``,
+    ``task_dim`` as given (parse_cfg would derive it from the task-set name, :52-57).
+    """
+    names = [t[0] for t in tasks]
+    cfg = make_cfg(
+        ref,
+        obs_dim=max(t[1] for t in tasks),
+        action_dim=max(t[2] for t in tasks),
+        episode_length=tasks[0][3],
+        model_size=model_size,
+        **overrides,
+    )
+    cfg.task = "mt-synthetic"
+    cfg.multitask = True
+    cfg.task_dim = task_dim
+    cfg.tasks = names
+    cfg.obs_shapes = [t[1] for t in tasks]
+    cfg.action_dims = [t[2] for t in tasks]
+    cfg.episode_lengths = [t[3] for t in tasks]
+    return cfg
+
+
 class _CudaToCpu(TorchFunctionMode):
     """Rewrite every ``cuda`` device argument of a torch call to ``cpu``."""
 
@@ -486,6 +515,46 @@ class GradTap:
             yield self.calls
         finally:
             torch.nn.utils.clip_grad_norm_ = orig
+
+
+# --------------------------------------------------------------------------------------------
+# Task-embedding look-ups (multi-task)
+# --------------------------------------------------------------------------------------------
+class EmbeddingTap:
+    """Wrap the reference ``WorldModel.task_emb`` (every task-embedding look-up,
+    ``common/world_model.py:78-91``): record the embedding table before and after each call
+    (``nn.Embedding(max_norm=1)`` renormalises the looked-up rows in place), the task ids
+    and the call site. The original method is called unchanged; the tap only reads.
+    """
+
+    def __init__(self, model_cls):
+        self.model_cls = model_cls
+        self.calls: list[dict] = []
+
+    @contextlib.contextmanager
+    def installed(self):
+        orig = self.model_cls.task_emb
+        tap = self
+        self.calls = []
+
+        def wrapper(model, x, task):
+            before = model._task_emb.weight.detach().clone()
+            out = orig(model, x, task)
+            tap.calls.append(
+                {
+                    "site": _call_site(),
+                    "task": task.detach().clone() if isinstance(task, torch.Tensor) else task,
+                    "before": before,
+                    "after": model._task_emb.weight.detach().clone(),
+                }
+            )
+            return out
+
+        self.model_cls.task_emb = wrapper
+        try:
+            yield self.calls
+        finally:
+            self.model_cls.task_emb = orig
 
 
 # --------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ bit.
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import sys
 
@@ -54,7 +55,14 @@ SECTIONS = {
 }
 
 
-def run_decisions(ref, agent, observations, schedule, recorder, replay_logs=None):
+def run_decisions(
+    ref, agent, observations, schedule, recorder, replay_logs=None, *, tasks=None, extra_tap=None
+):
+    """Run the decisions with the taps installed; return per-decision records.
+
+    ``tasks``: the task id of each decision (multi-task agents; passed as ``act(task=...)``);
+    ``extra_tap``: as in ``gen_update_fixtures.run_updates`` (its list kept as ``extra``).
+    """
     TD = ref["TDMPC2"]
     header = H.source_line(TD.plan, "for _ in range(self.cfg.iterations):")
     select = H.source_line(TD.plan, "score = score.squeeze(1).cpu().numpy()")
@@ -99,8 +107,10 @@ def run_decisions(ref, agent, observations, schedule, recorder, replay_logs=None
         had_prev = hasattr(agent, "_prev_mean")
         prev_in = agent._prev_mean.clone() if had_prev else None
         ctx = recorder.record() if replay_logs is None else recorder.replay(replay_logs[k])
-        with ctx, tap.installed():
-            action = agent.act(torch.from_numpy(obs.copy()), t0=t0, eval_mode=eval_mode)
+        kw = {} if tasks is None else {"task": tasks[k]}
+        etap = extra_tap.installed() if extra_tap is not None else contextlib.nullcontext([])
+        with ctx, tap.installed(), etap as extra:
+            action = agent.act(torch.from_numpy(obs.copy()), t0=t0, eval_mode=eval_mode, **kw)
         records.append(
             {
                 "t0": t0,
@@ -110,6 +120,7 @@ def run_decisions(ref, agent, observations, schedule, recorder, replay_logs=None
                 "prev_in": prev_in,
                 "prev_out": agent._prev_mean.clone(),
                 "draws": list(recorder.log) if replay_logs is None else None,
+                "extra": list(extra),
                 **state,
             }
         )
@@ -131,7 +142,9 @@ def expected_draws(cfg, eval_mode):
     return out
 
 
-def decision_arrays(cfg, rec, with_candidates):
+def decision_arrays(cfg, rec, with_candidates, mask=None):
+    """Fixture arrays of one decision. ``mask``: the task's action mask ``[A]`` (multi-task:
+    the reference multiplies the candidates by it, ``tdmpc2.py:145-146 @5f6fade``)."""
     iters, K, N, P = cfg.iterations, cfg.num_elites, cfg.num_samples, cfg.num_pi_trajs
     a = {
         "obs": rec["obs"],
@@ -214,7 +227,10 @@ def decision_arrays(cfg, rec, with_candidates):
         m, s = hs[i]["mean"], hs[i]["std"]
         noise = torch.from_numpy(a["draw/noise"][i])
         assert torch.equal(h["actions"][:, :P], hs[0]["pi_actions"])
-        assert torch.equal(h["actions"][:, P:], (m[:, None] + s[:, None] * noise).clamp(-1, 1))
+        sampled = (m[:, None] + s[:, None] * noise).clamp(-1, 1)
+        if mask is not None:
+            sampled = sampled * mask
+        assert torch.equal(h["actions"][:, P:], sampled)
     warm = np.zeros((cfg.horizon, cfg.action_dim), np.float32)
     if not rec["t0"]:
         warm[:-1] = a["prev_mean_in"][1:]
@@ -225,7 +241,8 @@ def decision_arrays(cfg, rec, with_candidates):
     est = rec["estimates"]
     assert len(est) == iters
     a["iter/value_reward_sum"] = np.stack([H.to_np(e["G"]) for e in est])
-    a["iter/value_terminal_discount"] = np.array([e["discount"] for e in est], np.float64)
+    # a Python float (single task) or a float32 tensor [1] (multi-task)
+    a["iter/value_terminal_discount"] = np.array([float(e["discount"]) for e in est], np.float64)
     for e, h in zip(est, post, strict=True):
         assert torch.equal(e["ret"].nan_to_num(0), h["value"])
     # elite choice and the executed action

@@ -45,6 +45,7 @@ What it does:
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import sys
 
@@ -119,8 +120,15 @@ def make_batches(cfg, n, seed, reward_scale):
     return out
 
 
-def run_updates(ref, agent, batches, recorder, replay_logs=None):
-    """Run the updates with every tap installed; return per-update records."""
+def run_updates(
+    ref, agent, batches, recorder, replay_logs=None, *, make_buffer=FixedBuffer, extra_tap=None
+):
+    """Run the updates with every tap installed; return per-update records.
+
+    ``make_buffer(batch)`` builds what ``update()`` samples from (the multi-task generator
+    passes its own); ``extra_tap`` (an object with an ``installed()`` context manager that
+    yields a list) is installed around each update too, its list kept as ``extra``.
+    """
     TD = ref["TDMPC2"]
     scale_cls = type(agent.scale)
     pi_scale_line = H.source_line(TD.update_pi, "self.scale.update(qs[0])")
@@ -165,8 +173,9 @@ def run_updates(ref, agent, batches, recorder, replay_logs=None):
             ctx = recorder.record()
         else:
             ctx = recorder.replay(replay_logs[k])
-        with ctx, gtap.installed(), tap.installed():
-            metrics = agent.update(FixedBuffer(batch))
+        etap = extra_tap.installed() if extra_tap is not None else contextlib.nullcontext([])
+        with ctx, gtap.installed(), tap.installed(), etap as extra:
+            metrics = agent.update(make_buffer(batch))
         records.append(
             {
                 "metrics": metrics,
@@ -176,12 +185,13 @@ def run_updates(ref, agent, batches, recorder, replay_logs=None):
                 "scale_before": scale_before,
                 "scale_after": agent.scale._value.detach().clone(),
                 "params_after": H.state_dict_np(agent.model),
+                "extra": list(extra),
             }
         )
     return records
 
 
-def check_replay(ref, cfg, init, batches, records, recorder):
+def check_replay(ref, cfg, init, batches, records, recorder, *, make_buffer=FixedBuffer):
     """A fresh agent loaded with ``init``, under another seed, with the recorded draws injected,
     must reproduce every metric and parameter bit for bit (so the recording is complete)."""
     H.seed_all(SEED + 1000)
@@ -189,7 +199,12 @@ def check_replay(ref, cfg, init, batches, records, recorder):
     agent2.model.load_state_dict({k: torch.from_numpy(v) for k, v in init.items()})
     H.seed_all(SEED + 2000)
     replayed = run_updates(
-        ref, agent2, batches, recorder, replay_logs=[r["draws"] for r in records]
+        ref,
+        agent2,
+        batches,
+        recorder,
+        replay_logs=[r["draws"] for r in records],
+        make_buffer=make_buffer,
     )
     for k, (a, b) in enumerate(zip(records, replayed, strict=True)):
         assert a["metrics"] == b["metrics"], (k, a["metrics"], b["metrics"])
@@ -197,12 +212,12 @@ def check_replay(ref, cfg, init, batches, records, recorder):
             assert np.array_equal(a["params_after"][n], b["params_after"][n]), (k, n)
 
 
-def check_untapped(ref, cfg, start, batches, records):
+def check_untapped(ref, cfg, start, batches, records, *, make_buffer=FixedBuffer):
     """The same run without any wrapper or trace hook gives the same metrics and parameters
     bit for bit (the taps only read)."""
     agent = start()
     for k, batch in enumerate(batches):
-        metrics = agent.update(FixedBuffer(batch))
+        metrics = agent.update(make_buffer(batch))
         assert metrics == records[k]["metrics"], (k, metrics, records[k]["metrics"])
         for n, v in H.state_dict_np(agent.model).items():
             assert np.array_equal(v, records[k]["params_after"][n]), (k, n)
