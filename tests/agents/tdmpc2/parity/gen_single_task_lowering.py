@@ -49,7 +49,7 @@ def _load(name: str) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
-def update_programs() -> dict[str, str]:
+def update_programs(return_grads: tuple[bool, ...] = (False, True)) -> dict[str, str]:
     """Lowered text of the jitted single-task update at ``tdmpc2_update.npz``'s shapes."""
     from agents.tdmpc2.config import TDMPC2Config
     from agents.tdmpc2.reference_names import from_reference
@@ -73,7 +73,8 @@ def update_programs() -> dict[str, str]:
     wm = WorldModel(cfg, m["obs_dim"], m["action_dim"])
     init = {k[len("init/") :]: v for k, v in d.items() if k.startswith("init/")}
     params, target_qs = from_reference(init, wm)
-    state = train_state_from_params(wm, params, target_qs)
+    # abstract (shape/dtype) state: the lowering depends on nothing else, and no eager op runs
+    state = jax.eval_shape(lambda: train_state_from_params(wm, params, target_qs))
     batch = dict(
         obs=jnp.asarray(d["u0/batch/obs"]),
         action=jnp.asarray(d["u0/batch/action"]),
@@ -89,11 +90,11 @@ def update_programs() -> dict[str, str]:
     f = jax.jit(update, static_argnums=(0, 1, 5))
     return {
         f"update(return_grads={g})": f.lower(wm, cfg, state, batch, noise, g).as_text()
-        for g in (False, True)
+        for g in return_grads
     }
 
 
-def plan_programs() -> dict[str, str]:
+def plan_programs(eval_mode: tuple[bool, ...] = (False, True)) -> dict[str, str]:
     """Lowered text of the jitted single-task plan at ``tdmpc2_plan.npz``'s ``small`` shapes."""
     from agents.tdmpc2.config import TDMPC2Config
     from agents.tdmpc2.planner import PlanNoise, plan
@@ -112,6 +113,7 @@ def plan_programs() -> dict[str, str]:
     wm = WorldModel(cfg, meta("obs_dim"), A)
     arrays = {k[len("params/") :]: v for k, v in fx.items() if k.startswith("params/")}
     params = jax.tree_util.tree_map(jnp.asarray, tree_from_reference(arrays, wm)["params"])
+    params = jax.eval_shape(lambda: params)
     p = "small/d0/"
     noise = PlanNoise(
         pi_eps=jnp.asarray(fx[p + "draw/pi_traj_eps"]),
@@ -132,13 +134,15 @@ def plan_programs() -> dict[str, str]:
     f = jax.jit(run, static_argnums=(5,))
     return {
         f"plan(eval_mode={e})": f.lower(params, obs, prev, t0, noise, e).as_text()
-        for e in (False, True)
+        for e in eval_mode
     }
 
 
-def programs() -> dict[str, str]:
-    """Every recorded program's lowered StableHLO text, by name."""
-    return {**update_programs(), **plan_programs()}
+def programs(
+    return_grads: tuple[bool, ...] = (False, True), eval_mode: tuple[bool, ...] = (False, True)
+) -> dict[str, str]:
+    """The recorded programs' lowered StableHLO text, by name (all four by default)."""
+    return {**update_programs(return_grads), **plan_programs(eval_mode)}
 
 
 def digest(text: str) -> str:
