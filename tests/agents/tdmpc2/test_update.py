@@ -257,13 +257,13 @@ def test_update_order_and_freshness(run):
         np.testing.assert_allclose(m[name], aux[name], rtol=1e-5)
     np.testing.assert_allclose(m["pi_loss"], post, rtol=1e-5)
     assert abs(float(pre) - float(post)) > 1e-3 * abs(float(post))
-    # recomputed in another program, so to float32 rounding of the Q chain like the losses
-    # above (2.5e-6 seen when XLA fuses the two programs differently, at -O0)
+    # the scale recomputed in other programs agrees to float32 rounding of the Q chain, like
+    # the losses above (2.5e-6 seen when XLA fuses the programs differently, at -O0)
     np.testing.assert_allclose(s1.q_scale, post_aux["q_scale"], rtol=1e-5)
     np.testing.assert_allclose(m["pi_scale"], s1.q_scale, rtol=0)
     assert float(s1.q_scale) > 1.0  # above the floor: the scale really divides
     # the policy-loss Q pass: online post-step pair mean, q[0] feeds the scale
-    np.testing.assert_allclose(s1.q_scale, scale, rtol=1e-6)
+    np.testing.assert_allclose(s1.q_scale, scale, rtol=1e-5)
 
 
 def test_optimizer_groups(run):
