@@ -1,16 +1,17 @@
 """Test-wide JAX settings: float32, highest matmul precision, persistent compile cache,
-XLA's CPU backend at -O0.
+XLA's fast-compile options for every program.
 
 The compilation cache is shared by the xdist workers of one run (and by later runs
 on the same checkout), so a function compiled by one test module is loaded, not
 recompiled, by the next.
 
-Almost every test program compiles far longer than it runs, so LLVM runs at -O0
-(``--xla_backend_optimization_level=0`` in ``XLA_FLAGS``, also inherited by the launcher
-subprocesses): compile time roughly halves (a clean-clone TD-MPC2 module setup 83 s -> 43 s),
-run time grows up to ~2x. The few runtime-bound programs (the TD-MPC2 probes: a
-4,000-update burst) compile with ``launcher.program.FULL_OPTIMIZATION``; a per-program
-``compiler_options`` overrides the flag. Numbers differ from -O3 by float rounding only.
+Almost every test program compiles far longer than it runs, so every program compiles
+with ``launcher.program.FAST_COMPILE`` (LLVM -O0, no MLIR fusion emitters), set in
+``XLA_FLAGS`` before the CPU backend starts and inherited by the launcher subprocesses:
+compile time drops by half or more (a clean-clone TD-MPC2 module setup 83 s -> 43 s with
+-O0 alone), run time grows up to ~2x. The few runtime-bound programs (the TD-MPC2 probes:
+a 4,000-update burst) compile with ``launcher.program.FULL_OPTIMIZATION``; a per-program
+``compiler_options`` overrides the flags. Numbers differ by float rounding only.
 """
 
 import os
@@ -18,12 +19,13 @@ import pathlib
 
 os.environ.setdefault("MUJOCO_GL", "disable")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-os.environ["XLA_FLAGS"] = " ".join(
-    [os.environ.get("XLA_FLAGS", ""), "--xla_backend_optimization_level=0"]
-).strip()
 
-import jax  # noqa: E402
+import jax  # noqa: E402  (XLA_FLAGS is read when the backend starts, not at import)
 import pytest  # noqa: E402
+
+from launcher.program import FAST_COMPILE, xla_flags  # noqa: E402
+
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_flags(FAST_COMPILE)}".strip()
 
 _CACHE = pathlib.Path(
     os.environ.get("JAX_COMPILATION_CACHE_DIR", pathlib.Path(__file__).parents[1] / ".cache/jax")
