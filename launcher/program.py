@@ -27,9 +27,9 @@ from agent_api import Agent
 # For programs that compile far longer than they run (smoke runs, tests), on CPU: LLVM at
 # -O0 (XLA's backend optimisation level) and XLA's older elemental emitter for fusions
 # instead of its MLIR fusion emitters. Measured at -O0 on this 2-core box (compile CPU
-# seconds): a tiny DreamerV3 train chunk 30 -> 14 s, an MJX cheetah reset + step 26 -> 15 s,
-# with the same numbers out; -O0 alone roughly halves compile time and runs up to ~2x
-# slower. GPU compiles ignore both.
+# seconds): a tiny world-model train chunk 30 -> 14 s, an MJX cheetah reset + step 26 -> 15 s;
+# -O0 alone roughly halves compile time and runs up to ~2x slower. float32 transcendentals
+# round differently (last bits). GPU compiles ignore both.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 # XLA's defaults, for a program that must run fast where FAST_COMPILE is the default
 # (the test session, tests/conftest.py, sets FAST_COMPILE for every program via XLA_FLAGS).

@@ -57,7 +57,8 @@ def in_process(run_dir: Path, overrides: dict | None = None) -> dict:
 
 def test_seeds_sharded_over_4_cpu_devices_match_unsharded(tmp_path):
     four = {"protocol": {"seeds": [0, 1, 2, 3]}}
-    flags = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    # the session's compile flags (tests/conftest.py) as well: bits are compared
+    flags = {"XLA_FLAGS": os.environ["XLA_FLAGS"] + " --xla_force_host_platform_device_count=4"}
     sharded = drive(tmp_path / "sharded", four, **flags)
     unsharded = in_process(tmp_path / "single", four)
     assert sharded["n_devices"] == 4 and unsharded["n_devices"] == 1

@@ -16,6 +16,7 @@ precision), so a program compiled by one launch is loaded by the next.
 from __future__ import annotations
 
 import json
+import os
 
 import jax
 import numpy as np
@@ -122,7 +123,7 @@ def test_tdmpc2_seeds_sharded_over_4_cpu_devices_match_unsharded(pendulum_runs, 
         "protocol.seeds=[0,1,2,3]",
         f"hydra.run.dir={run_dir}",
         cwd=tmp_path,
-        XLA_FLAGS="--xla_force_host_platform_device_count=4",
+        XLA_FLAGS=os.environ["XLA_FLAGS"] + " --xla_force_host_platform_device_count=4",
     )
     assert json.loads((run_dir / "run.json").read_text())["n_devices"] == 4
     sharded, single = rows(run_dir, 0), rows(full.run_dir, 0)

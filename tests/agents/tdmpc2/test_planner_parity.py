@@ -36,6 +36,14 @@ in [-1, 1], so they get the scores' bound ``ATOL + 2 x temperature x`` the elite
 Elite indices are compared exactly except inside groups of candidates whose reference values
 lie within twice the measured value error of the iteration (exact ties: T42), and scores (a
 softmax of the elite values) to ``ATOL`` plus a relative ``2 x temperature x`` that error.
+
+The value errors above were measured with XLA's default CPU compile (what a run uses), so the
+programs here compile with :data:`launcher.program.FULL_OPTIMIZATION`: under the test
+session's ``FAST_COMPILE`` (another fusion emitter, whose float32 transcendentals round
+differently) the chained values of ``defaults`` drift by up to 1.2e-3 at |V| ~ 15, above
+that section's bound of 9.3e-4. (``test_multitask_parity.py`` shares these tolerances but
+compiles under the session's flags: at -O3 its chained ``chosen`` check, at ``ATOL``, fails
+by 1.5e-5; that bound ignores the mean/std errors the last candidates inherit: open.)
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import PlanNoise, estimate_value, mppi_update, plan
 from agents.tdmpc2.reference_names import tree_from_reference
 from agents.tdmpc2.world_model import WorldModel
+from launcher.program import FULL_OPTIMIZATION
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tdmpc2_plan.npz"
 ATOL = 1e-5
@@ -167,8 +176,10 @@ def test_teacher_forced_iterations_match_reference(fx, section):
     then the MPPI refit on the reference's values (exact inputs: elites exact up to exact
     ties, T42)."""
     cfg, wm, params = _setup(fx, section)
-    value_fn = jax.jit(functools.partial(estimate_value, wm, cfg))
-    refit = jax.jit(functools.partial(mppi_update, cfg))
+    value_fn = jax.jit(
+        functools.partial(estimate_value, wm, cfg), compiler_options=FULL_OPTIMIZATION
+    )
+    refit = jax.jit(functools.partial(mppi_update, cfg), compiler_options=FULL_OPTIMIZATION)
     errs = _Errors()
     N = cfg.num_samples
     for d in range(int(fx[f"{section}/n_decisions"])):
@@ -209,7 +220,11 @@ def test_teacher_forced_iterations_match_reference(fx, section):
 def test_chained_decisions_match_reference(fx, section):
     cfg, wm, params = _setup(fx, section)
     action_dim = wm.action_size
-    run = jax.jit(functools.partial(plan, wm, cfg), static_argnames="eval_mode")
+    run = jax.jit(
+        functools.partial(plan, wm, cfg),
+        static_argnames="eval_mode",
+        compiler_options=FULL_OPTIMIZATION,
+    )
     prev = jnp.zeros((cfg.horizon, action_dim), jnp.float32)
     errs = _Errors()
     for d in range(int(fx[f"{section}/n_decisions"])):
