@@ -45,14 +45,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import flax
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from agents.common.blocks import NormedMLP, linear, tdmpc2_kernel_init
 from agents.common.distributional import TwoHot
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.layers import (
+    MLPHead,
+    count_params,
+    rounded,
+    simnorm,
+    tanh,
+    zero_out_kernel,
+)
 
 if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
     from agents.tdmpc2.multitask import TaskContext
@@ -65,107 +70,6 @@ Params = dict[str, Any]
 TASK_EMB = "task_emb"
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def simnorm(x: jax.Array, group: int) -> jax.Array:
-    """Simplicial normalisation: softmax over consecutive groups of ``group`` features.
-
-    ``x [..., D] -> [..., D]`` with ``D % group == 0`` (reference ``layers.py:30-47``).
-    """
-    shape = x.shape
-    if shape[-1] % group:
-        raise ValueError(f"last dim {shape[-1]} is not a multiple of simnorm_dim={group}")
-    y = jax.nn.softmax(x.reshape(*shape[:-1], shape[-1] // group, group), axis=-1)
-    return y.reshape(shape)
-
-
-class MLPHead(nn.Module):
-    """TD-MPC2 ``mlp()`` (``layers.py:85-97``): NormedLinear(Mish) hidden layers + output layer.
-
-    Fields:
-        hidden_layers / hidden_units: the hidden stack (all layers equally wide).
-        out_features: output width.
-        simnorm_dim: when > 0 the output layer is Dense -> LayerNorm -> SimNorm(simnorm_dim)
-            (encoder, dynamics); when 0 a plain Dense (reward, Q, pi).
-        dropout: dropout rate on the first hidden layer's linear output (Q members).
-
-    Shapes: ``x [..., in] -> [..., out_features]``.
-    """
-
-    hidden_layers: int
-    hidden_units: int
-    out_features: int
-    simnorm_dim: int = 0
-    dropout: float = 0.0
-
-    @nn.compact
-    def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
-        init = tdmpc2_kernel_init()
-        x = NormedMLP(
-            layers=self.hidden_layers,
-            units=self.hidden_units,
-            act="mish",
-            norm="layer",
-            kernel_init=init,
-            dropout=self.dropout,
-            name="hidden",
-        )(x, deterministic=deterministic)
-        x = linear(self.out_features, init, name="out")(x)
-        if self.simnorm_dim:
-            x = nn.LayerNorm(epsilon=1e-5, use_fast_variance=False, name="out_norm")(x)
-            x = simnorm(x, self.simnorm_dim)
-        return x
-
-
-_F32_MAX = float(np.finfo(np.float32).max)
-
-
-def rounded(x: jax.Array) -> jax.Array:
-    """``x`` unchanged (finite values), but rounded to float32 before any further arithmetic.
-
-    XLA's CPU backend contracts ``a * b + c`` inside a fusion into one FMA (a single
-    rounding), whereas torch rounds the product first. That is harmless almost everywhere,
-    but the policy squash ``1 - tanh(u)^2`` cancels catastrophically near saturation, where
-    one rounding step of ``tanh(u)^2`` changes ``log(1 - tanh(u)^2 + 1e-6)`` by up to ~0.06 (T4).
-    ``max(x, -FLT_MAX)`` is an identity for finite ``x`` (gradient 1) that the compiler cannot
-    fuse through, so the product is rounded exactly as the reference rounds it.
-    """
-    return jnp.maximum(x, -_F32_MAX)
-
-
-@jax.custom_jvp
-def tanh(x: jax.Array) -> jax.Array:
-    """Elementwise tanh accurate to ~1 ulp near saturation, with torch's gradient ``1 - y^2``.
-
-    XLA's ``tanh`` returns exactly +-1 for ``|x| >= ~7.9`` (the correctly rounded float32 value
-    is ``1 - k 2^-24`` up to ``|x| ~ 9.01``), which turns the policy's squash term
-    ``log(relu(1 - tanh(u)^2) + 1e-6)`` from ``log(1.19e-7 + 1e-6)`` into ``log(1e-6)`` (0.11
-    lower per saturated dimension) and zeroes its gradient. The reference's torch ``tanh``
-    is ~1 ulp accurate there. For ``|x| >= 0.625`` we use ``1 - 2 / (exp(2|x|) + 1)`` (within
-    1 ulp of the correctly rounded value), below that XLA's ``tanh`` (within 4 ulp). T4.
-    """
-    ax = jnp.minimum(jnp.abs(x), 20.0)  # tanh(20) rounds to 1; avoids exp overflow
-    big = 1.0 - 2.0 / (jnp.exp(2.0 * ax) + 1.0)
-    return jnp.where(ax < 0.625, jnp.tanh(x), jnp.sign(x) * big)
-
-
-@tanh.defjvp
-def _tanh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[jax.Array, jax.Array]:
-    (x,), (t,) = primals, tangents
-    y = tanh(x)
-    return y, t * (1.0 - y * y)  # torch's tanh_backward
-
-
-def count_params(params: Any) -> int:
-    """Total number of scalars in a parameter pytree."""
-    return int(sum(int(x.size) for x in jax.tree_util.tree_leaves(params)))
-
-
-def _zero_out_kernel(head: Params) -> Params:
-    """Copy of an ``MLPHead`` tree with its output kernel set to 0 (``world_model.py:30``)."""
-    out = dict(head["out"])
-    out["kernel"] = jnp.zeros_like(out["kernel"])
-    return {**head, "out": out}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,8 +154,8 @@ class WorldModel:
 
         enc = unbox(self.encoder_module.init(k_enc, jnp.zeros((1, obs_size), jnp.float32)))
         dyn = unbox(self.dynamics_module.init(k_dyn, za))
-        rew = _zero_out_kernel(unbox(self.reward_module.init(k_rew, za)))
-        qs = jax.vmap(lambda k: _zero_out_kernel(unbox(self.q_module.init(k, za))))(
+        rew = zero_out_kernel(unbox(self.reward_module.init(k_rew, za)))
+        qs = jax.vmap(lambda k: zero_out_kernel(unbox(self.q_module.init(k, za))))(
             jax.random.split(k_q, c.num_q)
         )
         pi = unbox(self.pi_module.init(k_pi, jnp.zeros((1, latent), jnp.float32)))
