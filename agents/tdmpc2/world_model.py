@@ -72,6 +72,13 @@ TASK_EMB = "task_emb"
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
+def _za(params: Mapping[str, Any], z: jax.Array, a: jax.Array, task: TaskContext | None):
+    """The input ``[z, a]`` of dynamics, reward and Q (multi-task: ``[z, e, a]``)."""
+    if task is not None:
+        z = task.embed(params, z)
+    return jnp.concatenate([z, a], axis=-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class WorldModel:
     """TD-MPC2 world model (notes §2, design §4.2); hashable, usable as a static jit argument.
@@ -188,11 +195,7 @@ class WorldModel:
         Reference ``world_model.py:104-111`` (dynamics on ``concat([z, a])``, multi-task
         ``[z, e, a]``, SimNorm output).
         """
-        if task is not None:
-            z = task.embed(params, z)
-        return self.dynamics_module.apply(
-            {"params": params["dynamics"]}, jnp.concatenate([z, a], axis=-1)
-        )
+        return self.dynamics_module.apply({"params": params["dynamics"]}, _za(params, z, a, task))
 
     def reward(
         self,
@@ -202,11 +205,7 @@ class WorldModel:
         task: TaskContext | None = None,
     ) -> jax.Array:
         """Reward logits ``[..., num_bins]`` (``world_model.py:113-120``)."""
-        if task is not None:
-            z = task.embed(params, z)
-        return self.reward_module.apply(
-            {"params": params["reward"]}, jnp.concatenate([z, a], axis=-1)
-        )
+        return self.reward_module.apply({"params": params["reward"]}, _za(params, z, a, task))
 
     def q(
         self,
@@ -228,8 +227,6 @@ class WorldModel:
         Multi-task: the input is ``[z, e, a]`` with the online embedding ``params["task_emb"]``
         (the target network has none of its own).
         """
-        if task is not None:
-            z = task.embed(params, z)
         qs = params["qs"]
         num_q = self.cfg.num_q
         if members is None:
@@ -238,7 +235,7 @@ class WorldModel:
         else:
             members = jnp.asarray(members, jnp.int32)
             sel = jax.tree_util.tree_map(lambda p: jnp.take(p, members, axis=0), qs)
-        x = jnp.concatenate([z, a], axis=-1)
+        x = _za(params, z, a, task)
         module = self.q_module
         if dropout_key is None or self.cfg.dropout <= 0.0:
             return jax.vmap(lambda p: module.apply({"params": p}, x))(sel)
