@@ -15,6 +15,16 @@ Every method of :class:`Agent` but :meth:`Agent.check` and :meth:`Agent.ticks_fo
 pure JAX function of ONE seed (the launcher vmaps the seed axis); ``ticks`` are absolute
 tick indices, unbatched, so a resumed run continues the same computation exactly.
 
+Two optional methods, looked up with ``getattr`` (an agent without them is unaffected):
+
+* ``shared_inputs() -> pytree``: arrays every seed reads and none owns (an offline agent's
+  dataset). The launcher places them on the devices once and passes them as a third,
+  unbatched argument: ``train(state, ticks, shared)`` under ``vmap(in_axes=(0, None,
+  None))``, an argument of the compiled program (never closed over, never copied per seed).
+* ``export_dataset(states, seeds, source) -> dataset``: the agent's replay as an offline
+  dataset with a ``save(path) -> content hash`` method (``python -m launcher.export``);
+  ``states`` is seed-batched on the host.
+
 This package imports neither JAX nor any agent: resolving a config stays cheap. It lives
 outside ``agents/`` so that the launcher imports nothing under ``agents/`` (tested).
 """
@@ -83,15 +93,23 @@ class EnvRequirements:
     Attributes:
       continuous_actions: refuses discrete-action envs.
       fixed_length: refuses envs whose episodes can terminate before the time limit.
+      task_set: runs a task set (``envs.task_sets``: the env of a multi-task agent) and
+        refuses single envs; False (every single-task agent) refuses task sets.
     """
 
     continuous_actions: bool = False
     fixed_length: bool = False
+    task_set: bool = False
 
     def problems(self, facts: Any) -> list[str]:
         """What about an env (anything with ``discrete`` and ``can_terminate``) the agent
         cannot run, as short phrases; empty when it can run it."""
         out = []
+        is_set = getattr(facts, "backend", None) == "task_set"
+        if is_set and not self.task_set:
+            out.append("is a task set (the env of a multi-task agent)")
+        if self.task_set and not is_set:
+            out.append("is a single env, not a task set")
         if self.continuous_actions and facts.discrete:
             out.append("has discrete actions")
         if self.fixed_length and facts.can_terminate:
@@ -105,6 +123,7 @@ class EnvRequirements:
             for word, flag in (
                 ("continuous actions", self.continuous_actions),
                 ("fixed-length episodes", self.fixed_length),
+                ("a task set", self.task_set),
             )
             if flag
         ]
@@ -137,6 +156,9 @@ class AgentEntry:
       cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
         step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
         estimate a launch's wall time on a machine without an accelerator.
+      model_size_owner: the agent whose ``model_size`` presets this one takes (their
+        ``agent:`` key); None = its own name (a variant such as ``tdmpc2_multitask``
+        reuses ``tdmpc2``'s).
     """
 
     name: str
@@ -149,6 +171,7 @@ class AgentEntry:
         default_factory=dict
     )
     cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
+    model_size_owner: str | None = None
 
     def make(self, config: Any, env: Any, total_env_steps: int) -> Agent:
         """Build the agent (imports its module now)."""

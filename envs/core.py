@@ -29,7 +29,7 @@ from flax import struct
 
 from envs.errors import ActionRepeatError, EpisodeLengthError, is_positive_int
 
-BACKENDS = ("gymnax", "brax", "playground", "probe")
+BACKENDS = ("gymnax", "brax", "playground", "probe", "task_set")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,9 @@ from envs.errors import EnvError, UnknownEnvError
 from envs.gymnax_backend import GYMNAX_ACTION_REPEATS, GYMNAX_FACTS
 from envs.playground_backend import PLAYGROUND_FACTS
 from envs.probes import PROBE_FACTS
+from envs.task_sets import BACKEND as TASK_SET
+from envs.task_sets import TASK_SETS
+from envs.task_sets import static_facts as task_set_facts
 
 Builder = Callable[[str, int, int | None], Env]
 
@@ -41,10 +44,14 @@ _BACKEND_MODULES = {
     "brax": "envs.brax_backend",
     "playground": "envs.playground_backend",
     "probe": "envs.probes",
+    "task_set": "envs.task_sets",
 }
 
 # backend -> the action repeats it supports (absent: every int >= 1)
-_ACTION_REPEATS: dict[str, tuple[int, ...]] = {"gymnax": GYMNAX_ACTION_REPEATS}
+_ACTION_REPEATS: dict[str, tuple[int, ...]] = {
+    "gymnax": GYMNAX_ACTION_REPEATS,
+    "task_set": (1,),  # members keep their own repeats (envs.task_sets)
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +107,8 @@ for _backend, _table in (
 ):
     for _id, _facts in _table.items():
         register(_id, _backend, facts=_facts)
+for _id, _members in TASK_SETS.items():
+    register(_id, TASK_SET, facts=task_set_facts(_members, lambda i: _REGISTRY[i].facts))
 
 
 def list_envs(backend: str | None = None) -> list[str]:

@@ -91,7 +91,7 @@ def _resolve_agent(cfg: Mapping[str, Any], protocol: Protocol) -> tuple[AgentEnt
     if unknown:
         raise ConfigError(f"model_size.{unknown[0]}: unknown key; valid keys: agent, size")
     valid = list(entry.model_sizes)
-    if size_owner != name:
+    if size_owner != (entry.model_size_owner or name):
         raise ConfigError(
             f"model_size: the chosen preset (size {size!r}) belongs to agent={size_owner}, "
             f"not agent={name}; choose model_size= one of: {listing(valid)}"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,54 +37,22 @@ def evaluate_run(
     import jax
     import numpy as np
 
-    from launcher import build
-    from launcher.checkpoint import Checkpointer
-    from launcher.config import resolve
-    from launcher.program import SeedProgram, seed_keys
+    from launcher.program import seed_keys
     from launcher.rows import per_seed_rows, to_host
-    from launcher.rundir import RunDir
 
-    rd = RunDir(run_dir)
-    if not rd.path.is_dir():
-        raise ConfigError(f"{rd.path}: no such run directory")
-    stored = rd.read_run()
-    if stored is None:
-        raise ConfigError(f"{rd.path}: no run.json; not a run directory")
-    config = copy.deepcopy(stored["config"])
-    if episodes is not None:
-        if episodes < 1:
-            raise ConfigError(f"--episodes: must be >= 1, got {episodes}")
-        config["protocol"]["eval_episodes"] = episodes
-    spec = resolve(config)
-    env = build.make_env(spec, make_env)
-    if not rd.checkpoints.is_dir():
-        raise ConfigError(f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)")
-    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt, create=False)
-    try:
-        if not ckpt.steps():
-            raise ConfigError(
-                f"{rd.path}: no checkpoint to evaluate yet (the run has not saved one)"
-            )
-        seeds = list(spec.protocol.seeds)
-        holder: dict[str, Any] = {}
+    def edit(config: dict[str, Any]) -> None:
+        if episodes is not None:
+            if episodes < 1:
+                raise ConfigError(f"--episodes: must be >= 1, got {episodes}")
+            config["protocol"]["eval_episodes"] = episodes
 
-        def abstract_for(meta: Mapping[str, Any]) -> Any:
-            total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
-            agent = build.make_agent(spec, env, total)
-            program = SeedProgram(
-                agent, len(seeds), spec.protocol.shard_seeds, spec.protocol.fast_compile
-            )
-            holder["program"] = program
-            init_keys, _ = seed_keys(seeds)
-            return program.abstract(program.place(init_keys))
-
-        restored = ckpt.restore_latest(abstract_for, set_aside=False)
-    finally:
-        ckpt.close()
-    if restored is None:
-        raise ConfigError(f"{rd.path}: no readable checkpoint")
-    state, meta = restored
-    program = holder["program"]
+    restored = restore_run(run_dir, make_env=make_env, edit=edit, purpose="evaluate")
+    state, meta, program, seeds = (
+        restored.state,
+        restored.meta,
+        restored.program,
+        restored.seeds,
+    )
     _, eval_keys = seed_keys(seeds)
     keys = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_SALT))(eval_keys)
     _, metrics = program.evaluate(state, program.place(keys))
@@ -100,6 +69,75 @@ def evaluate_run(
         "mean_over_seeds": float(np.mean(means)) if None not in means else None,
         "metrics": rows,
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class RestoredRun:
+    """A run's latest readable checkpoint, restored with the agent that saved it."""
+
+    spec: Any
+    agent: Any
+    program: Any
+    state: Any  # seed-batched, on the devices
+    meta: Mapping[str, Any]
+    seeds: list[int]
+
+
+def restore_run(
+    run_dir: Path | str,
+    *,
+    make_env: Any = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
+    purpose: str = "read",
+) -> RestoredRun:
+    """Rebuild ``run_dir``'s env and agent from its ``run.json`` (after ``edit`` of the
+    stored config, if given) and restore its latest complete checkpoint, read only
+    (unreadable ones are skipped, not moved). ConfigError for a missing run directory,
+    run.json or checkpoint (``purpose`` names what the caller wanted to do)."""
+    from launcher import build
+    from launcher.checkpoint import Checkpointer
+    from launcher.config import resolve
+    from launcher.program import SeedProgram, seed_keys
+    from launcher.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    if not rd.path.is_dir():
+        raise ConfigError(f"{rd.path}: no such run directory")
+    stored = rd.read_run()
+    if stored is None:
+        raise ConfigError(f"{rd.path}: no run.json; not a run directory")
+    config = copy.deepcopy(stored["config"])
+    if edit is not None:
+        edit(config)
+    spec = resolve(config)
+    env = build.make_env(spec, make_env)
+    none = f"{rd.path}: no checkpoint to {purpose} yet (the run has not saved one)"
+    if not rd.checkpoints.is_dir():
+        raise ConfigError(none)
+    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt, create=False)
+    seeds = list(spec.protocol.seeds)
+    holder: dict[str, Any] = {}
+    try:
+        if not ckpt.steps():
+            raise ConfigError(none)
+
+        def abstract_for(meta: Mapping[str, Any]) -> Any:
+            total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
+            agent = build.make_agent(spec, env, total)
+            program = SeedProgram(
+                agent, len(seeds), spec.protocol.shard_seeds, spec.protocol.fast_compile
+            )
+            holder.update(agent=agent, program=program)
+            init_keys, _ = seed_keys(seeds)
+            return program.abstract(program.place(init_keys))
+
+        restored = ckpt.restore_latest(abstract_for, set_aside=False)
+    finally:
+        ckpt.close()
+    if restored is None:
+        raise ConfigError(f"{rd.path}: no readable checkpoint")
+    state, meta = restored
+    return RestoredRun(spec, holder["agent"], holder["program"], state, meta, seeds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,6 +2,7 @@
 
     init      = jit(vmap(agent.init))
     train     = jit(vmap(agent.train, in_axes=(0, None)))     ticks unbatched
+                (in_axes=(0, None, None), + shared, for an agent with shared_inputs())
     evaluate  = jit(vmap(agent.evaluate))
     migrate   = jit(vmap(agent.migrate))                       resumed runs of a new length
 
@@ -63,7 +64,11 @@ class SeedProgram:
         self.n_devices = max(d for d in range(1, count + 1) if n_seeds % d == 0)
         self._compiled: dict[int, Any] = {}
         init = jax.vmap(self._counted("init", agent.init))
-        train = jax.vmap(self._counted("train", agent.train), in_axes=(0, None))
+        # Arrays all seeds read (agent_api: shared_inputs), an unbatched program argument.
+        shared = getattr(agent, "shared_inputs", None)
+        self.shared = shared() if callable(shared) else None
+        axes = (0, None) if self.shared is None else (0, None, None)
+        train = jax.vmap(self._counted("train", agent.train), in_axes=axes)
         evaluate = jax.vmap(self._counted("evaluate", agent.evaluate))
         if self.n_devices > 1:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -73,12 +78,17 @@ class SeedProgram:
             whole = NamedSharding(mesh, PartitionSpec())
             self.seed_sharding: Any = seeded
             self.init = jit(init, in_shardings=seeded, out_shardings=seeded)
-            self._train = jit(train, in_shardings=(seeded, whole), out_shardings=(seeded, seeded))
+            ins = (seeded, whole) if self.shared is None else (seeded, whole, whole)
+            self._train = jit(train, in_shardings=ins, out_shardings=(seeded, seeded))
+            if self.shared is not None:
+                self.shared = jax.device_put(self.shared, whole)
             self.evaluate = jit(
                 evaluate, in_shardings=(seeded, seeded), out_shardings=(seeded, seeded)
             )
         else:
             self.seed_sharding = None
+            if self.shared is not None:
+                self.shared = jax.device_put(self.shared)
             self.init = jit(init)
             self._train = jit(train)
             self.evaluate = jit(evaluate)
@@ -102,12 +112,15 @@ class SeedProgram:
         hits load instead of compiling)."""
         if n_ticks not in self._compiled:
             ticks = jax.ShapeDtypeStruct((n_ticks,), jnp.int32)
-            self._compiled[n_ticks] = self._train.lower(state, ticks).compile()
+            self._compiled[n_ticks] = self._train.lower(state, ticks, *self._shared()).compile()
 
     def train(self, state: Any, ticks: jax.Array) -> tuple[Any, Any]:
         """One chunk: the absolute ``ticks`` for every seed."""
         self.compile_train(state, int(ticks.shape[0]))
-        return self._compiled[int(ticks.shape[0])](state, ticks)
+        return self._compiled[int(ticks.shape[0])](state, ticks, *self._shared())
+
+    def _shared(self) -> tuple[Any, ...]:
+        return () if self.shared is None else (self.shared,)
 
     # ----------------------------------------------------------------- helpers
     def place(self, x: Any) -> Any:

@@ -23,7 +23,7 @@ deviation T31).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -143,6 +143,30 @@ class TDMPC2:
 
         return state.replace(buffer=jax.tree.map(fit, state.buffer))
 
+    def export_dataset(self, states: Any, seeds: Sequence[int], source: Mapping[str, Any]):
+        """Host: every committed episode of each seed's ring, in collection order, seeds
+        in turn, as a one-task :class:`~agents.tdmpc2.dataset.MultiTaskDataset` (design
+        §7). ``states`` is seed-batched (NumPy leaves). Raises ValueError if a ring has
+        evicted episodes (the dataset would not be the run's full history)."""
+        from agents.tdmpc2.dataset import TaskInfo, from_episodes, pool_tasks
+
+        info = TaskInfo.from_spec(self.env.spec)
+        parts = []
+        for i, seed in enumerate(seeds):
+            slots, evicted = self.buffer.collection_order(int(states.tick[i]))
+            if evicted:
+                raise ValueError(
+                    f"seed {seed}: the replay ring evicted its {evicted} oldest episodes "
+                    f"(buffer_size={self.cfg.buffer_size} is below the run's steps), so it no "
+                    "longer holds the full history; rerun with agent.buffer_size >= "
+                    "protocol.n_timesteps"
+                )
+            buf = jax.tree.map(lambda x, i=i: np.asarray(x[i]), states.buffer)
+            parts.append(from_episodes(buf.obs[slots], buf.action[slots], buf.reward[slots], info))
+        return pool_tasks(
+            parts, source={**source, "episodes_per_seed": [p.num_episodes for p in parts]}
+        )
+
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array) -> TDMPC2State:
         k_train, k_col, key = jax.random.split(key, 3)
@@ -167,23 +191,11 @@ class TDMPC2:
         """Batched planner policy for the row collector: carry = prev_mean [n, H, A]."""
         wm, cfg, A = self.wm, self.cfg, self.env.spec.action_size
 
-        def one_env(args):
-            o, m, t0, k = args
+        def decide(o, m, t0, k):
             nz = draw_plan_noise(k, cfg, A)
             return plan(wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode)[:2]
 
-        def policy(prev_mean, obs, is_first, key):
-            args = (obs, prev_mean, is_first, jax.random.split(key, obs.shape[0]))
-            # Same decisions either way. On CPU a loop over envs beats the batched planner
-            # (the vmapped contractions run 23-29% slower per decision, docs/PERFORMANCE.md);
-            # accelerators want the batch.
-            if jax.default_backend() == "cpu":
-                action, mean = jax.lax.map(one_env, args)
-            else:
-                action, mean = jax.vmap(one_env)(args)
-            return action, mean, None
-
-        return policy
+        return batched_policy(decide)
 
     # ---------------------------------------------------------------- update
     def _update(
@@ -255,22 +267,50 @@ class TDMPC2:
     def evaluate(self, state: TDMPC2State, key: jax.Array) -> tuple[TDMPC2State, dict]:
         """``eval_episodes`` fresh episodes in parallel with the eval-mode planner and a
         separate planner carry (deviation T32); key folded with the evaluation count."""
-        n, T = self.cfg.eval_episodes, self.env.spec.episode_length
-        H, A = self.cfg.horizon, self.env.spec.action_size
-        col = RowCollector(self.env, n, "static")
         key = jax.random.fold_in(key, state.n_evals)
-        k_init, k_run = jax.random.split(key)
-        cstate = col.init(k_init, policy_carry=jnp.zeros((n, H, A)))
         policy = self.policy_fn(state.train.params, eval_mode=True)
-
-        def tick_fn(cstate, i):
-            cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy, False)
-            return cstate, stats
-
-        _, stats = jax.lax.scan(tick_fn, cstate, jnp.arange(T + 1))
-        returns = jnp.sum(stats.returns, axis=0)  # [n]
+        returns = run_episodes(
+            self.env,
+            self.cfg.eval_episodes,
+            (self.cfg.horizon, self.env.spec.action_size),
+            policy,
+            key,
+        )
         metrics = {
             "Eval/episodic mean reward": jnp.mean(returns),
             "Eval/episode returns": returns,
         }
         return state.replace(n_evals=state.n_evals + 1), metrics
+
+
+def batched_policy(decide: Any):
+    """A row-collector policy (carry = prev_mean ``[n, H, A]``) from a one-env decision
+    ``decide(obs, prev_mean, t0, key) -> (action, mean)``."""
+
+    def policy(prev_mean, obs, is_first, key):
+        args = (obs, prev_mean, is_first, jax.random.split(key, obs.shape[0]))
+        # Same decisions either way. On CPU a loop over envs beats the batched planner
+        # (the vmapped contractions run 23-29% slower per decision, docs/PERFORMANCE.md);
+        # accelerators want the batch.
+        if jax.default_backend() == "cpu":
+            action, mean = jax.lax.map(lambda a: decide(*a), args)
+        else:
+            action, mean = jax.vmap(lambda *a: decide(*a))(*args)
+        return action, mean, None
+
+    return policy
+
+
+def run_episodes(env: Env, n: int, carry_shape: tuple[int, ...], policy: Any, key: jax.Array):
+    """Returns ``[n]`` of ``n`` fresh episodes of ``env`` run in parallel by ``policy``
+    (a row-collector policy whose carry, zero-initialised, is ``[n, *carry_shape]``)."""
+    col = RowCollector(env, n, "static")
+    k_init, k_run = jax.random.split(key)
+    cstate = col.init(k_init, policy_carry=jnp.zeros((n, *carry_shape)))
+
+    def tick_fn(cstate, i):
+        cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy, False)
+        return cstate, stats
+
+    _, stats = jax.lax.scan(tick_fn, cstate, jnp.arange(env.spec.episode_length + 1))
+    return jnp.sum(stats.returns, axis=0)

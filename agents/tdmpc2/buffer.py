@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +105,18 @@ class EpisodeBuffer:
         done = (jnp.asarray(tick) + 1) // (self.T + 1)
         return jnp.minimum(done, self.rounds - 1)
 
+    def collection_order(self, tick: int) -> tuple[list[int], int]:
+        """Host: the slots of the committed episodes after ``tick`` ticks (the state's next
+        tick), oldest first, and how many completed episodes the ring has evicted."""
+        done = int(tick) // (self.T + 1)
+        kept = min(done, self.rounds - 1)
+        slots = [
+            (r % self.rounds) * self.n_envs + e
+            for r in range(done - kept, done)
+            for e in range(self.n_envs)
+        ]
+        return slots, (done - kept) * self.n_envs
+
     def sample(
         self, state: EpisodeBufferState, tick: jax.Array, key: jax.Array, batch: int, horizon: int
     ) -> Batch:
@@ -121,12 +134,19 @@ class EpisodeBuffer:
         self, state: EpisodeBufferState, ep: jax.Array, start: jax.Array, horizon: int
     ) -> Batch:
         """The H+1-row windows of episodes ``ep`` [B] from rows ``start`` [B], time-major."""
-        rows = start[:, None] + jnp.arange(horizon + 1)  # [B, H+1]
-        obs = state.obs[ep[:, None], rows]  # [B, H+1, O]
-        action = state.action[ep[:, None], rows[:, :-1]]  # [B, H, A]
-        reward = state.reward[ep[:, None], rows[:, 1:]]  # [B, H]
-        return Batch(
-            obs=jnp.swapaxes(obs, 0, 1),
-            action=jnp.swapaxes(action, 0, 1),
-            reward=jnp.swapaxes(reward, 0, 1),
-        )
+        return gather_windows(state, ep, start, horizon)
+
+
+def gather_windows(episodes: Any, ep: jax.Array, start: jax.Array, horizon: int) -> Batch:
+    """Time-major H+1-row windows of ``episodes`` (anything with obs-aligned ``obs [E, L, O]``,
+    ``action [E, L, A]``, ``reward [E, L]``) at episodes ``ep`` [B] from rows ``start`` [B]:
+    obs rows ``s..s+H``, action rows ``s..s+H-1``, reward rows ``s+1..s+H`` (module docstring)."""
+    rows = start[:, None] + jnp.arange(horizon + 1)  # [B, H+1]
+    obs = episodes.obs[ep[:, None], rows]  # [B, H+1, O]
+    action = episodes.action[ep[:, None], rows[:, :-1]]  # [B, H, A]
+    reward = episodes.reward[ep[:, None], rows[:, 1:]]  # [B, H]
+    return Batch(
+        obs=jnp.swapaxes(obs, 0, 1),
+        action=jnp.swapaxes(action, 0, 1),
+        reward=jnp.swapaxes(reward, 0, 1),
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agent_api import AgentEntry, EnvRequirements
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
+from agents.tdmpc2.multitask_config import MultiTaskConfig
 
 # The reference bootstraps every episode end as a time limit (T31) and has no discrete
 # policy: fixed-length, continuous-control tasks only (design §4.4, §8).
@@ -60,4 +61,19 @@ ENTRY = AgentEntry(
     # (docs/PERFORMANCE.md: the learning checks' CPU time per step at size 1, the
     # speed table's plan + update at size 5). Larger presets are not measured.
     cpu_seconds_per_step={1: 0.40, 5: 0.95},
+)
+
+# Offline multi-task TD-MPC2 (design §7): trains from agent.dataset on a task set
+# (env=mt3_cpu, env=mt30_dmc19; envs.task_sets); n_timesteps counts updates.
+MULTITASK = AgentEntry(
+    name="tdmpc2_multitask",
+    config_cls=MultiTaskConfig,
+    model_sizes=ENTRY.model_sizes,
+    factory="agents.tdmpc2.offline:make",
+    requirements=EnvRequirements(continuous_actions=True, fixed_length=True, task_set=True),
+    launcher_fields=ENTRY.launcher_fields,
+    bounds={**ENTRY.bounds, "task_dim": (1, None)},
+    # One update at batch 1024, one seed on one core (docs/PERFORMANCE.md).
+    cpu_seconds_per_step={1: 0.6, 5: 1.5},
+    model_size_owner="tdmpc2",  # the tdmpc2_<size> presets
 )

@@ -51,6 +51,7 @@ import numpy as np
 from flax import struct
 
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.multitask_config import TASK_DIM
 from agents.tdmpc2.world_model import TASK_EMB, WorldModel
 
 __all__ = [
@@ -65,7 +66,6 @@ __all__ = [
     "renorm_rows",
 ]
 
-TASK_DIM = 96  # the paper's task embedding size (T46)
 RENORM_EPS = 1e-7  # torch ``embedding_renorm_``: scale = max_norm / (norm + 1e-7)
 
 

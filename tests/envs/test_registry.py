@@ -30,6 +30,7 @@ from envs.gymnax_backend import GYMNAX_ENVS
 from envs.playground_backend import PLAYGROUND_ENVS
 from envs.probes import PROBE_ENVS
 from envs.registry import list_envs
+from envs.task_sets import TASK_SETS
 
 SMOKE_STEPS = 2
 
@@ -64,7 +65,7 @@ TRACED_ONLY = traced_only()
 
 
 def _smoke_order() -> list:
-    ids = list_envs()
+    ids = [i for i in list_envs() if envs.backend_of(i) != "task_set"]  # no reset/step
     heavy = [i for i in _HEAVY_FIRST if i in ids]
     rest = [i for i in ids if i not in heavy]
     params = []
@@ -143,7 +144,7 @@ def test_registry_smoke(env_id, record_property):
 def test_list_envs_covers_every_backend_table():
     ids = list_envs()
     assert len(ids) == len(set(ids))
-    expected = [*GYMNAX_ENVS, *PLAYGROUND_ENVS, *BRAX_ENVS, *PROBE_ENVS]
+    expected = [*GYMNAX_ENVS, *PLAYGROUND_ENVS, *BRAX_ENVS, *PROBE_ENVS, *TASK_SETS]
     assert sorted(ids) == sorted(expected)
     assert list_envs("probe") == list(PROBE_ENVS)
     for name in ("walker_walk", "cup_catch", "point_mass_easy", "pendulum", "cartpole", "ant"):

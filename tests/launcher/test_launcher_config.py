@@ -23,6 +23,7 @@ from launcher.schema import Protocol, RunSpec
 
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
 DREAMERV3 = load("agents.dreamerv3.entry:ENTRY")
+MULTITASK = load("agents.tdmpc2.entry:MULTITASK")
 
 
 def agent_yaml(name: str) -> dict:
@@ -54,9 +55,9 @@ def env_sections() -> dict[str, dict]:
 
 def test_conf_tree_matches_the_registries():
     assert set(group_options("env")) == set(envs.list_envs())
-    assert set(group_options("agent")) == {"tdmpc2", "dreamerv3"}
+    assert set(group_options("agent")) == {"tdmpc2", "tdmpc2_multitask", "dreamerv3"}
     found = entries()
-    assert found == {"tdmpc2": TDMPC2, "dreamerv3": DREAMERV3}
+    assert found == {"tdmpc2": TDMPC2, "tdmpc2_multitask": MULTITASK, "dreamerv3": DREAMERV3}
     assert all(entry.name == name for name, entry in found.items())
     # every model_size option belongs to an agent option and is one of its presets
     owners = {}
@@ -65,9 +66,13 @@ def test_conf_tree_matches_the_registries():
         owners[opt] = owner
         assert owner in group_options("agent"), opt
     for entry in found.values():
-        mine = {o for o, a in owners.items() if a == entry.name}
-        assert mine == set(entry.model_sizes) | {entry.name}, entry.name
-    assert set(group_options("protocol")) == {"quick", "smoke", "learning_check", "paper"}
+        # a variant (tdmpc2_multitask) takes its owner's presets; its default option too
+        owner = entry.model_size_owner or entry.name
+        mine = {o for o, a in owners.items() if a == owner}
+        family = {e.name for e in found.values() if (e.model_size_owner or e.name) == owner}
+        assert mine == set(entry.model_sizes) | family, entry.name
+    protocols = {"quick", "smoke", "learning_check", "paper", "offline"}
+    assert set(group_options("protocol")) == protocols
     assert set(group_options("logger")) == {"offline", "online", "disabled"}
     for entry in found.values():
         surface = {f.name for f in dataclasses.fields(entry.config_cls)}
@@ -97,7 +102,7 @@ def test_protocol_files_hold_only_protocol_settings():
         assert "defaults" not in data, name
 
 
-@pytest.mark.parametrize("entry", [TDMPC2, DREAMERV3], ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", [TDMPC2, MULTITASK, DREAMERV3], ids=lambda e: e.name)
 def test_agent_yaml_defaults_are_the_config_defaults(entry):
     defaults = entry.config_cls()
     for key, value in agent_yaml(entry.name).items():
@@ -113,14 +118,20 @@ def test_every_valid_combination_resolves(base_config, env_sections):
     checked = 0
     for name, entry in entries().items():
         valid_envs = compatible_envs(entry)
-        assert {"pendulum", "walker_walk", "cartpole_balance"} <= set(valid_envs)
+        if entry.requirements.task_set:  # a multi-task agent runs the task sets only
+            home = "probe_tasks"
+            assert set(valid_envs) == {"mt3_cpu", "mt30_dmc19", "probe_tasks"}
+        else:
+            home = "walker_walk"
+            assert {"pendulum", "walker_walk", "cartpole_balance"} <= set(valid_envs)
+            assert "mt3_cpu" not in valid_envs
         sizes = {
             opt: OmegaConf.to_container(compose([f"model_size={opt}"]).model_size)
             for opt in entry.model_sizes
         }
         first = next(iter(sizes))
-        pairs = [(opt, "walker_walk") for opt in sizes]
-        pairs += [(first, env_id) for env_id in valid_envs if env_id != "walker_walk"]
+        pairs = [(opt, home) for opt in sizes]
+        pairs += [(first, env_id) for env_id in valid_envs if env_id != home]
         for opt, env_id in pairs:
             cfg = {**base_config, "model_size": sizes[opt], "env": env_sections[env_id]}
             cfg["agent"] = {**agent_yaml(name), "name": name}

@@ -85,3 +85,51 @@ def mt_batch(seed: int, ids: np.ndarray) -> dict:
         action[:, b, :a] = rng.uniform(-1, 1, size=(H, a))
     reward = (3.0 * rng.normal(size=(H, B))).astype(np.float32)
     return dict(obs=jnp.asarray(obs), action=jnp.asarray(action), reward=jnp.asarray(reward))
+
+
+# ------------------------------------------------------------------ offline trainer toys
+def toy_env(name: str, obs_size: int, action_size: int, episode_length: int):
+    """A cheap continuous env of any dims: state ``s [obs_size]`` from U(-1, 1), ``s <- 0.9 s
+    + 0.1 tile(a)``, reward ``-mean(s^2)``; fixed-length, never terminating."""
+    from envs.core import EnvSpec
+    from envs.wrappers import build_env
+
+    spec = EnvSpec(
+        env_id=name,
+        backend="probe",
+        obs_size=obs_size,
+        action_size=action_size,
+        discrete=False,
+        episode_length=episode_length,
+        action_low=(-1.0,) * action_size,
+        action_high=(1.0,) * action_size,
+    )
+
+    def raw_reset(key):
+        s = jax.random.uniform(key, (obs_size,), minval=-1.0, maxval=1.0)
+        return s, s
+
+    def raw_step(s, a, key):
+        del key
+        s = 0.9 * s + 0.1 * jnp.resize(a, (obs_size,))
+        return s, s, -jnp.mean(jnp.square(s)), jnp.zeros((), bool)
+
+    return build_env(spec, raw_reset, raw_step)
+
+
+class ToyTaskSet:
+    """A task set of toy envs (the interface of ``envs.task_sets.TaskSetEnv`` the offline
+    agent reads: ``names`` and ``member_env(i)``)."""
+
+    def __init__(self, envs_):
+        self._envs = tuple(envs_)
+        self.names = tuple(e.spec.env_id for e in self._envs)
+
+    def member_env(self, i):
+        return self._envs[i]
+
+
+# 3 toy tasks of pairwise different obs dims, action dims and episode lengths
+TOY_TASKS = ToyTaskSet(
+    [toy_env("toy-a", 3, 1, 6), toy_env("toy-b", 5, 2, 9), toy_env("toy-c", 2, 3, 7)]
+)

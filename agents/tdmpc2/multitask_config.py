@@ -1,0 +1,28 @@
+"""The offline multi-task run's config (design §7): TD-MPC2's plus the dataset's. No JAX here
+(the launcher's entry imports it to resolve a config)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agents.tdmpc2.config import TDMPC2Config
+
+TASK_DIM = 96  # the paper's task embedding size; the code's 64 for mt30 at 5/19/48M (T46)
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiTaskConfig(TDMPC2Config):
+    """TD-MPC2's config plus the offline run's.
+
+    Attributes:
+        batch_size: 1024, the reference README's offline batch.
+        dataset: path of a dataset directory (:mod:`agents.tdmpc2.dataset`).
+        dataset_sha256: the dataset's content hash; None = whatever the path holds (the
+            resolved config in run.json records the hash that was loaded).
+        task_dim: the task embedding width.
+    """
+
+    batch_size: int = 1024
+    dataset: str = ""
+    dataset_sha256: str | None = None
+    task_dim: int = TASK_DIM

@@ -1,0 +1,126 @@
+"""Task sets: named lists of registered envs, the "env" of a multi-task agent (design §7).
+
+    ts = envs.make("mt3_cpu")              # a TaskSetEnv: spec + members, no reset / step
+    ts.members                             # (("pendulum", 1), ("cartpole_balance", 2), ...)
+    ts.member_env(1)                       # envs.make("cartpole_balance", action_repeat=2)
+
+A task set is registered like an env (backend ``"task_set"``), so the launcher's ``env=``
+names it, :func:`envs.facts` describes it without building anything and agents decide from
+its facts whether they can run it: ``backend == "task_set"``; ``obs_size`` / ``action_size``
+are the padded ``O_max`` / ``A_max`` of the members, ``episode_length`` the longest member's
+T. Each member keeps its own action repeat and time limit, so the set itself takes only
+``action_repeat=1`` and ``episode_length=None``. Task ids are the members' order.
+
+* ``mt3_cpu``: the CPU validation's three tasks of different dims (issue 11): gymnax
+  pendulum (obs 3, act 1, T 200), playground cartpole_balance (obs 5, act 1) and
+  reacher_easy (obs 6, act 2), both at repeat 2 (T 500).
+* ``mt30_dmc19``: the 19 original DMC tasks of TD-MPC2's mt30 in its order (5f6fade
+  ``tdmpc2/common/__init__.py`` TASK_SET["mt30"][:19]) on Playground at repeat 2; mt30's
+  other 11 are custom dm_control tasks that Playground does not have.
+* ``probe_tasks``: the two probes (obs 1, act 1, T 20): seconds-long multi-task smoke runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from envs.core import EnvSpec, StaticFacts
+
+BACKEND = "task_set"
+
+MT30_DMC19 = (
+    "walker_stand",
+    "walker_walk",
+    "walker_run",
+    "cheetah_run",
+    "reacher_easy",
+    "reacher_hard",
+    "acrobot_swingup",
+    "pendulum_swingup",
+    "cartpole_balance",
+    "cartpole_balance_sparse",
+    "cartpole_swingup",
+    "cartpole_swingup_sparse",
+    "cup_catch",
+    "finger_spin",
+    "finger_turn_easy",
+    "finger_turn_hard",
+    "fish_swim",
+    "hopper_stand",
+    "hopper_hop",
+)
+
+# name -> ((member env id, its action repeat), ...)
+TASK_SETS: dict[str, tuple[tuple[str, int], ...]] = {
+    "mt3_cpu": (("pendulum", 1), ("cartpole_balance", 2), ("reacher_easy", 2)),
+    "mt30_dmc19": tuple((name, 2) for name in MT30_DMC19),
+    "probe_tasks": (("probe_constant_reward", 1), ("probe_reward_is_action", 1)),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSetEnv:
+    """A built task set: its padded :class:`EnvSpec` and its members (module docstring).
+    It has no ``reset`` / ``step``: an agent acts in :meth:`member_env`."""
+
+    spec: EnvSpec
+    members: tuple[tuple[str, int], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.members)
+
+    def member_env(self, i: int):
+        """The built env of member ``i`` (``envs.make``, cached)."""
+        from envs.registry import make
+
+        name, repeat = self.members[i]
+        return make(name, action_repeat=repeat)
+
+    def member_facts(self, i: int):
+        """The static facts of member ``i`` (builds nothing)."""
+        from envs.facts import facts
+
+        name, repeat = self.members[i]
+        return facts(name, repeat)
+
+
+def static_facts(
+    members: tuple[tuple[str, int], ...], table: Callable[[str], StaticFacts]
+) -> StaticFacts:
+    """A task set's facts from its members' static facts (``table(env_id)``; builds
+    nothing). ``default_episode_length`` is the longest member's T in agent steps."""
+    rows = [(table(env_id), repeat) for env_id, repeat in members]
+    return StaticFacts(
+        obs_size=max(r.obs_size for r, _ in rows),
+        action_size=max(r.action_size for r, _ in rows),
+        discrete=any(r.discrete for r, _ in rows),
+        can_terminate=any(r.can_terminate for r, _ in rows),
+        default_episode_length=max(r.default_episode_length // k for r, k in rows),
+    )
+
+
+def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> TaskSetEnv:
+    """The :class:`TaskSetEnv` of task set ``env_id`` (``action_repeat`` 1 and
+    ``episode_length`` None only, checked by the registry)."""
+    from envs.registry import entry_of
+
+    del action_repeat
+    if episode_length is not None:
+        raise ValueError(
+            f"{env_id} is a task set: each member keeps its own time limit; leave "
+            "env.episode_length at null"
+        )
+    row = static_facts(TASK_SETS[env_id], lambda i: entry_of(i).facts)
+    spec = EnvSpec(
+        env_id=env_id,
+        backend=BACKEND,
+        obs_size=row.obs_size,
+        action_size=row.action_size,
+        discrete=row.discrete,
+        episode_length=row.default_episode_length,
+        action_repeat=1,
+        can_terminate=row.can_terminate,
+    )
+    return TaskSetEnv(spec, TASK_SETS[env_id])
