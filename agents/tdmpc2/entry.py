@@ -73,7 +73,8 @@ MULTITASK = AgentEntry(
     requirements=EnvRequirements(continuous_actions=True, fixed_length=True, task_set=True),
     launcher_fields=ENTRY.launcher_fields,
     bounds={**ENTRY.bounds, "task_dim": (1, None)},
-    # One update at batch 1024, one seed on one core (docs/PERFORMANCE.md).
-    cpu_seconds_per_step={1: 0.6, 5: 1.5},
+    # One update at batch 1024, one seed pinned to one core (docs/PERFORMANCE.md,
+    # benchmarks/tdmpc2_offline_speed.py); an evaluation adds its episodes' decisions.
+    cpu_seconds_per_step={1: 1.72, 5: 4.85},
     model_size_owner="tdmpc2",  # the tdmpc2_<size> presets
 )
