@@ -34,7 +34,7 @@ SOURCES = {
     # name: (env, agent steps, eval every)
     "pendulum": ("pendulum", 6_000, 3_000),
     "cartpole_balance": ("cartpole_balance", 10_000, 5_000),
-    "reacher_easy": ("reacher_easy", 10_000, 5_000),
+    "reacher_easy": ("reacher_easy", 6_000, 3_000),
 }
 ACCEPTANCE = {"fraction": 0.5, "tasks_needed": 2, "eval_episodes": 10}
 TASK_SET = "mt3_cpu"  # envs.task_sets: the three sources in task-id order
