@@ -1,11 +1,14 @@
 """The CPU multi-task validation (issue 11; docs/VALIDATION.md): sources -> export -> pool
 -> offline TD-MPC2 -> per-task evaluation against the sources.
 
-Stages (each resumable; run dirs under ``--root``, default ``runs/mt_val``)::
+Stages (run dirs under ``--root``, default ``runs/mt_val``; the exported datasets and the
+random returns under ``--data``, default ``benchmarks/data/mt3_cpu``, committed so that a
+later session trains offline without rerunning the sources)::
 
     python benchmarks/multitask_validation.py sources --task pendulum     # one source run
-    python benchmarks/multitask_validation.py export                      # datasets + pool
-    python benchmarks/multitask_validation.py offline                     # offline run
+    python benchmarks/multitask_validation.py export                      # --data/<task>
+    python benchmarks/multitask_validation.py random                # --data/random_returns.json
+    python benchmarks/multitask_validation.py offline                     # pool + offline run
     python benchmarks/multitask_validation.py report                      # the verdict
 
 Sources: single-task TD-MPC2 at size 1 (the learning-check preset: the reference's
@@ -57,7 +60,7 @@ def offline_command(root: Path) -> list[str]:
         f"protocol.checkpoint_frequency={OFFLINE['eval_every']}",
         f"protocol.eval_episodes={ACCEPTANCE['eval_episodes']}",
         "protocol.eval_at_start=false",
-        f"agent.dataset={(root / 'datasets' / 'pool').resolve()}",
+        f"agent.dataset={(root / 'pool').resolve()}",
         f"hydra.run.dir={root / 'offline'}",
     ]
 
@@ -90,17 +93,17 @@ def random_returns(episodes: int, seed: int = 0) -> dict[str, float]:
     return out
 
 
-def verdict(root: Path) -> dict:
+def verdict(root: Path, data: Path) -> dict:
     """The acceptance of ACCEPTANCE on the runs under ``root`` (module docstring)."""
     from agents.tdmpc2.dataset import MultiTaskDataset
     from launcher.rundir import read_metrics
 
     rows = read_metrics(root / "offline" / "metrics" / f"seed_{OFFLINE['seed']}.jsonl")
     last = [r for r in rows if r.get("kind") == "eval"][-1]
-    rand = json.loads((root / "random_returns.json").read_text())
+    rand = json.loads((data / "random_returns.json").read_text())
     tasks = {}
     for name in rand:
-        src = MultiTaskDataset.load(root / "datasets" / name, verify=False).source
+        src = MultiTaskDataset.load(data / name, verify=False).source
         source = float(src["final_eval_return"]["0"])
         offline = float(last[f"Eval/{name}/episodic mean reward"])
         frac = (offline - rand[name]) / (source - rand[name])
@@ -147,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=["sources", "export", "random", "offline", "report"])
     parser.add_argument("--task", choices=sorted(SOURCES), action="append")
     parser.add_argument("--root", type=Path, default=Path("runs/mt_val"))
+    parser.add_argument("--data", type=Path, default=Path("benchmarks/data/mt3_cpu"))
     args = parser.parse_args(argv)
-    root = args.root
+    root, data = args.root, args.data
     tasks = args.task or list(SOURCES)
     if args.stage == "sources":
         for name in tasks:
@@ -159,28 +163,29 @@ def main(argv: list[str] | None = None) -> int:
                 return rc
         return 0
     if args.stage == "export":
-        from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
         from launcher.export import export_run
 
-        for name in SOURCES:
-            out = root / "datasets" / name
+        for name in tasks:
+            out = data / name
             if not out.exists():
                 print(json.dumps(export_run(root / "sources" / name, out)))
-        parts = [MultiTaskDataset.load(root / "datasets" / n) for n in SOURCES]
-        pool = pool_tasks(parts)
-        digest = pool.save(root / "datasets" / "pool")
-        print(f"pool: {pool.num_episodes} episodes {pool.episodes_per_task()} sha256 {digest}")
         return 0
     if args.stage == "random":
         out = random_returns(ACCEPTANCE["eval_episodes"])
-        (root / "random_returns.json").write_text(json.dumps(out, indent=1) + "\n")
+        (data / "random_returns.json").write_text(json.dumps(out, indent=1) + "\n")
         print(out)
         return 0
     if args.stage == "offline":
+        from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
+
+        if not (root / "pool").exists():
+            pool = pool_tasks([MultiTaskDataset.load(data / n) for n in SOURCES])
+            digest = pool.save(root / "pool")
+            print(f"pool: {pool.num_episodes} episodes {pool.episodes_per_task()} sha256 {digest}")
         cmd = offline_command(root)
         print(" ".join(cmd), flush=True)
         return subprocess.call(cmd)
-    result = verdict(root)
+    result = verdict(root, data)
     (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
     return 0
