@@ -36,7 +36,7 @@ from pathlib import Path
 SOURCES = {
     # name: (env, agent steps, eval every)
     "pendulum": ("pendulum", 6_000, 3_000),
-    "cartpole_balance": ("cartpole_balance", 10_000, 5_000),
+    "cartpole_balance": ("cartpole_balance", 5_000, 5_000),
     "reacher_easy": ("reacher_easy", 6_000, 3_000),
 }
 ACCEPTANCE = {"fraction": 0.5, "tasks_needed": 2, "eval_episodes": 10}
