@@ -172,7 +172,16 @@ class TDMPC2MultiTask:
     def init(self, key: jax.Array) -> OfflineState:
         k_train, key = jax.random.split(key)
         train = init_train_state(self.wm, k_train)
-        episodes = jax.eval_shape(self.shared_inputs)
+        # shapes only: no device copy of the dataset while tracing init
+        d, f32, i32 = self.data, jnp.float32, jnp.int32
+        n = (d.task.shape[0],)
+        episodes = Episodes(
+            obs=jax.ShapeDtypeStruct(d.obs.shape, f32),
+            action=jax.ShapeDtypeStruct(d.action.shape, f32),
+            reward=jax.ShapeDtypeStruct(d.reward.shape, f32),
+            task=jax.ShapeDtypeStruct(n, i32),
+            length=jax.ShapeDtypeStruct(n, i32),
+        )
         metrics = jax.eval_shape(lambda e: self._update(train, e, key)[1], episodes)
         zero = jnp.zeros((), jnp.int32)
         return OfflineState(
