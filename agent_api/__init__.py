@@ -139,6 +139,62 @@ class EnvRequirements:
 
 
 @dataclasses.dataclass(frozen=True)
+class AcceleratorCost:
+    """What one agent step of one seed costs on an accelerator, and where the figure
+    comes from (a dry run's estimate, ``+dry_run=true``, quotes it).
+
+    Attributes:
+      seconds_per_step: wall seconds per agent step of one seed (updates and acting
+        included).
+      device: the accelerator (and software setup) the figure is for.
+      source: where the number comes from (a measurement, a reference's figure).
+      measured_here: measured with this project's code; False for another
+        implementation's figure.
+    """
+
+    seconds_per_step: float
+    device: str
+    source: str
+    measured_here: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperReference:
+    """An agent's published curves: where the derived table is, how it is rebuilt from
+    the reference's files, and what it measures (``launcher.paper_curves``,
+    ``python -m launcher.report ... --compare paper``).
+
+    Attributes:
+      table: ``"package:file.json"``: the committed derived table (in the agent's package).
+      source: what the table derives from (repository, commit, path), for the reader.
+      reader: the source's format: ``"scores_json_gz"`` (a gzip'd JSON list of
+        ``{task, method, seed, xs, ys}``) or ``"csv_per_task"`` (a folder of
+        ``<task>.csv`` with columns ``step,reward,seed``).
+      files: the source's path under the reference folder (a file or a folder).
+      tasks: reference task name -> our env id (the tasks the registry has).
+      no_counterpart: the reference's tasks our registry lacks (listed, not read).
+      metric: ``"eval"`` (evaluation episodes) or ``"train"`` (training episodes): which
+        of the run's returns the curves are compared with.
+      budget_env_frames: the paper's budget in env frames; ``budgets``: env id -> budget
+        where a task's differs.
+      method: for ``scores_json_gz``, the records' ``method``.
+      action_repeat: the protocol's action repeat (env frames per agent step).
+    """
+
+    table: str
+    source: str
+    reader: str
+    files: str
+    tasks: Mapping[str, str]
+    metric: str
+    budget_env_frames: int
+    no_counterpart: tuple[str, ...] = ()
+    budgets: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    method: str | None = None
+    action_repeat: int = 2
+
+
+@dataclasses.dataclass(frozen=True)
 class AgentEntry:
     """How the launcher builds and checks one agent (exported by the agent's package).
 
@@ -156,6 +212,10 @@ class AgentEntry:
       cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
         step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
         estimate a launch's wall time on a machine without an accelerator.
+      accelerator_seconds_per_step: model-size preset value -> :class:`AcceleratorCost`
+        (a known figure only; a preset without one is left out and estimated as
+        unknown), used by a dry run's accelerator-hours estimate.
+      paper: the agent's published curves (:class:`PaperReference`); None: none.
       model_size_owner: the agent whose ``model_size`` presets this one takes (their
         ``agent:`` key); None = its own name (a variant such as ``tdmpc2_multitask``
         reuses ``tdmpc2``'s).
@@ -171,7 +231,11 @@ class AgentEntry:
         default_factory=dict
     )
     cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
+    accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(
+        default_factory=dict
+    )
     model_size_owner: str | None = None
+    paper: PaperReference | None = None
 
     def make(self, config: Any, env: Any, total_env_steps: int) -> Agent:
         """Build the agent (imports its module now)."""

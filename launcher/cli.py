@@ -10,6 +10,9 @@ Inside a job (:func:`_job`) an error fails the Hydra job: the basic launcher fin
 the sweep's other jobs and then reports it; a submitit job fails (its log holds the
 error) and the sweep's summary lists every job's status (:mod:`launcher.sweep_status`).
 
+``+dry_run=true`` stops after the pre-check: it prints every job's plan and estimated
+accelerator hours (:mod:`launcher.dry_run`) and exits 0, running and creating nothing.
+
 Exit status: 0 done, 2 bad input or a run stopped by a guard (:class:`ConfigError`),
 130 interrupted (Ctrl-C; the latest checkpoint is complete), 1 any other failure.
 """
@@ -86,6 +89,11 @@ def _job(cfg: Any, refused: list[ConfigError]) -> None:
     enable_compile_cache()
     try:
         spec = resolve(job_config(cfg))
+        if spec.control.dry_run:  # reached only past the pre-check (e.g. --config-dir)
+            from launcher.dry_run import plan
+
+            print(plan([spec]), flush=True)
+            return
         result = run(spec, Path(HydraConfig.get().runtime.output_dir))
     except ConfigError as err:
         if HydraConfig.get().mode != RunMode.MULTIRUN:
@@ -137,10 +145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     custom = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
     if not (special or custom):
         try:
-            check_overrides(args.overrides, multirun=args.multirun)
+            specs = check_overrides(args.overrides, multirun=args.multirun)
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
+        if not args.cfg and any(spec.control.dry_run for spec in specs):
+            from launcher.dry_run import plan
+
+            print(plan(specs), flush=True)  # +dry_run=true: Hydra never runs
+            return 0
     sweep_id = None
     if args.multirun and not (special or custom or args.cfg):
         sweep_id = uuid.uuid4().hex[:12]

@@ -59,8 +59,9 @@ def _usable_cores() -> int:
 
 
 def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
-    """Refuse a launch estimated to take more than :data:`CPU_HOURS_LIMIT` hours on CPU."""
-    if spec.control.allow_long_cpu_run:
+    """Refuse a launch estimated to take more than :data:`CPU_HOURS_LIMIT` hours on CPU
+    (never a dry run: it runs nothing)."""
+    if spec.control.allow_long_cpu_run or spec.control.dry_run:
         return
     if backend is None:
         import jax

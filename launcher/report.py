@@ -1,4 +1,5 @@
 """``python -m launcher.report RUN_DIR``: learning curves per seed, mean and spread, as PNG.
+(``--compare paper``: against the published curves, judged; :mod:`launcher.compare`.)
 
 Reads the run's local metrics files (``RUN_DIR/metrics/seed_<s>.jsonl``) and writes
 ``RUN_DIR/plots/learning_curves.png``: training-episode and evaluation returns, one thin
@@ -231,10 +232,13 @@ def panel_series(
     x: str = "env_frames",
     reference: Path | str | Reference | None = None,
     label: str | None = None,
+    reference_kind: str = "eval",
 ) -> list[PanelSeries]:
     """The series each panel plots (train, then eval), with x in ``x`` ("env_frames" or
-    "agent_steps"); the reference (a path or a :class:`Reference`) goes on the eval panel,
-    in agent steps divided by the action repeat (unchanged if unknown, noted in its label).
+    "agent_steps"); the reference (a path or a :class:`Reference`) goes on the
+    ``reference_kind`` panel (default eval; a paper whose curves are training
+    episodes), in agent steps divided by the action repeat (unchanged if unknown, noted
+    in its label).
 
     Raises:
       ConfigError: missing run dir or metrics, an unknown ``x``, a bad reference file.
@@ -262,7 +266,7 @@ def panel_series(
                 seeds=dict(sorted(per_seed.items())),
                 mean=mean_curve(per_seed) if len(per_seed) > 1 else [],
                 band=spread_band(per_seed),
-                reference=ref if kind == "eval" else None,
+                reference=ref if kind == reference_kind else None,
                 frames_fallback=fallback[kind],
             )
         )
@@ -326,6 +330,7 @@ def plot_run(
     x: str = "env_frames",
     reference: Path | str | Reference | None = None,
     label: str | None = None,
+    reference_kind: str = "eval",
 ) -> Path:
     """Write the learning-curve PNG of a run (default ``RUN_DIR/plots/learning_curves.png``)
     with x in ``x`` and an optional reference on the eval panel; returns the PNG path.
@@ -334,7 +339,9 @@ def plot_run(
       ConfigError: see :func:`panel_series`.
     """
     run_dir = Path(run_dir)
-    panels = panel_series(run_dir, x=x, reference=reference, label=label)
+    panels = panel_series(
+        run_dir, x=x, reference=reference, label=label, reference_kind=reference_kind
+    )
     out = Path(out) if out is not None else run_dir / "plots" / "learning_curves.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     build_figure(panels, run_dir.name).savefig(out, dpi=110)
@@ -345,7 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; returns the exit status (0, or 2 after printing ``error: ...``)."""
     parser = argparse.ArgumentParser(prog="python -m launcher.report", description=__doc__)
     parser.add_argument(
-        "run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<protocol>-<hash>)"
+        "run_dir",
+        type=Path,
+        nargs="+",
+        help="a run directory (runs/<agent>-<env>-<protocol>-<hash>); with --compare, "
+        "several, or sweep directories",
     )
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default: in RUN_DIR)")
     parser.add_argument(
@@ -355,10 +366,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--reference", type=Path, default=None, help=f"reference curve CSV ({REF_EXPECTED})"
     )
     parser.add_argument("--label", default=None, help="reference legend (default: file stem)")
+    parser.add_argument(
+        "--compare",
+        choices=["paper"],
+        default=None,
+        help="judge against the published curves (launcher.compare; --out: a folder)",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.compare == "paper":
+            from launcher.compare import compare
+
+            result = compare(args.run_dir, args.out)
+            print(result["markdown"], end="")
+            for path in result["files"]:
+                print(path)
+            return 0
+        if len(args.run_dir) != 1:
+            raise ConfigError("one run directory at a time (several only with --compare paper)")
         path = plot_run(
-            args.run_dir, args.out, x=args.x, reference=args.reference, label=args.label
+            args.run_dir[0], args.out, x=args.x, reference=args.reference, label=args.label
         )
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -33,9 +33,10 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from launcher import build, faults, guards
+from launcher import build, faults, guards, provenance
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
+from launcher.compare import wandb_reference_rows
 from launcher.errors import ConfigError, RunStopped
 from launcher.interrupts import CtrlC
 from launcher.program import SeedProgram, seed_keys
@@ -170,9 +171,15 @@ def _locked_run(
     else:
         log.info("starting %s: %d chunks of %d ticks", rd.path, n_chunks, chunk_ticks)
     rd.truncate_metrics(seeds, start if restored is not None else -1)
+    origin = provenance.collect()
+    rd.append_launch({"started": time.time(), "resumed_at_step": steps_done, **origin})
     if stored is None or stored.get("config_hash") != spec.config_hash:
-        rd.write_run(spec, _run_facts(agent, env, program))
+        rd.write_run(spec, {**_run_facts(agent, env, program), "provenance": origin})
     rd.write_wandb_ids(wandb_ids)
+    if restored is None:  # a resumed W&B run has its reference line already
+        wb.log_reference(
+            wandb_reference_rows(spec.config["agent"], spec.env.id, spec.env.action_repeat)
+        )
 
     bar = Progress(p.n_timesteps, steps_done, spec.logger.progress, spec.run_name)
     evaluating = p.eval_frequency > 0

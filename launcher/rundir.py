@@ -4,6 +4,7 @@ Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<protocol>-<hash>`` or ``hydra.run.di
 
     run.json                 identity (hashed), composed config, env facts, memory per seed
     wandb_ids.json           one W&B run id per seed (reused by every relaunch)
+    launches.jsonl           one line per launch: time and provenance (git sha, jax, device)
     checkpoints/<step>/      orbax, named by env step: seed-batched state + JSON metadata
     corrupt_checkpoints/     unreadable checkpoints moved aside by a resume
     metrics/seed_<s>.jsonl   one line per train chunk / evaluation
@@ -31,6 +32,7 @@ from launcher.identity import diff, identity
 from launcher.schema import FORCE_CHANGEABLE, RunSpec
 
 RUN_FILE = "run.json"
+LAUNCHES = "launches.jsonl"
 WANDB_IDS = "wandb_ids.json"
 
 
@@ -149,6 +151,19 @@ class RunDir:
     def write_wandb_ids(self, ids: Mapping[int, str]) -> None:
         text = json.dumps({str(k): v for k, v in ids.items()}, indent=2) + "\n"
         atomic_write(self.path / WANDB_IDS, text)
+
+    # ---------------------------------------------------------------- launches
+    def append_launch(self, record: Mapping[str, Any]) -> None:
+        """Append one launch's record (``launcher.provenance.collect`` and its start) to
+        ``launches.jsonl``."""
+        with (self.path / LAUNCHES).open("a") as f:
+            f.write(json.dumps(dict(record), sort_keys=True) + "\n")
+            f.flush()
+
+    def read_launches(self) -> list[dict[str, Any]]:
+        """Every launch's record, oldest first; [] when none was recorded."""
+        path = self.path / LAUNCHES
+        return read_metrics(path) if path.exists() else []
 
     # ----------------------------------------------------------------- metrics
     def truncate_metrics(self, seeds: Sequence[int], chunk: int) -> None:

@@ -17,7 +17,7 @@ LOGGER_MODES = ("offline", "online", "disabled")
 RESUME_MODES = ("auto", "force")
 # Keys a `+resume=force` relaunch may change (design: extending a run's length).
 FORCE_CHANGEABLE = ("protocol.n_timesteps",)
-RUN_CONTROL = ("resume", "stop_after_chunks", "allow_long_cpu_run", "max_abs_loss")
+RUN_CONTROL = ("resume", "stop_after_chunks", "allow_long_cpu_run", "max_abs_loss", "dry_run")
 TOP_LEVEL = ("agent", "model_size", "env", "protocol", "logger", "callbacks", *RUN_CONTROL)
 
 
@@ -119,12 +119,15 @@ class RunControl:
         an accelerator exceeds :data:`launcher.guards.CPU_HOURS_LIMIT` hours.
       max_abs_loss: stop the run when a metric named like a loss (``*loss*``)
         exceeds this in absolute value (divergence); non-finite losses always stop it.
+      dry_run: validate every job, print the plan and its estimated accelerator hours
+        (:mod:`launcher.dry_run`) and exit 0: nothing is run or created.
     """
 
     resume: str = "auto"
     stop_after_chunks: int | None = None
     allow_long_cpu_run: bool = False
     max_abs_loss: float | None = None
+    dry_run: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

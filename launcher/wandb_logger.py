@@ -96,6 +96,13 @@ class WandbRuns:
         for run, row in zip(self.runs, rows, strict=False):
             run.log({k: v for k, v in row.items() if k not in ("chunk", "kind")})
 
+    def log_reference(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Log the same rows (the paper's curve, ``launcher.compare.wandb_reference_rows``)
+        to every seed's run: a reference line beside the run's own curves."""
+        for run in self.runs:
+            for row in rows:
+                run.log(dict(row))
+
     def finish(self) -> None:
         for run in self.runs:
             run.finish()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agent_api import AgentEntry, EnvRequirements
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
+from agents.dreamerv3.paper import PAPER
 
 _POSITIVE = (
     "units",
@@ -75,4 +76,6 @@ ENTRY = AgentEntry(
     # included, at the reference ratio 512 with 16 envs (0.5 updates per row;
     # docs/PERFORMANCE.md, DreamerV3 train step: 1.9 s at 1m, 14.0 s at 12m).
     cpu_seconds_per_step={"1m": 0.95, "12m": 7.0},
+    accelerator_seconds_per_step={},  # no figure known: a dry run says unknown
+    paper=PAPER,
 )

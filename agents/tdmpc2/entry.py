@@ -7,9 +7,10 @@ only when a run builds it.
 
 from __future__ import annotations
 
-from agent_api import AgentEntry, EnvRequirements
+from agent_api import AcceleratorCost, AgentEntry, EnvRequirements
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
 from agents.tdmpc2.multitask_config import MultiTaskConfig
+from agents.tdmpc2.paper import PAPER
 
 # The reference bootstraps every episode end as a time limit (T31) and has no discrete
 # policy: fixed-length, continuous-control tasks only (design §4.4, §8).
@@ -61,6 +62,19 @@ ENTRY = AgentEntry(
     # (docs/PERFORMANCE.md: the learning checks' CPU time per step at size 1, the
     # speed table's plan + update at size 5). Larger presets are not measured.
     cpu_seconds_per_step={1: 0.40, 5: 0.95},
+    # Not measured with this project: the reference author's PyTorch figure for the 5M
+    # model (1.5 h per 1M env frames = 500K agent steps at repeat 2). No figure is known
+    # for the other presets; they are left out (estimated as unknown).
+    accelerator_seconds_per_step={
+        5: AcceleratorCost(
+            seconds_per_step=0.0108,
+            device="RTX 3090 (torch.compile)",
+            source="reference author's figure, ~1.5 h per 1M env frames at action repeat 2 "
+            "(nicklashansen/tdmpc2 issue #83)",
+            measured_here=False,
+        )
+    },
+    paper=PAPER,
 )
 
 # Offline multi-task TD-MPC2 (design §7): trains from agent.dataset on a task set
@@ -76,5 +90,6 @@ MULTITASK = AgentEntry(
     # One update at batch 1024, one seed pinned to one core (docs/PERFORMANCE.md,
     # benchmarks/tdmpc2_offline_speed.py); an evaluation adds its episodes' decisions.
     cpu_seconds_per_step={1: 1.72, 5: 4.85},
+    accelerator_seconds_per_step={},  # no figure known: a dry run says unknown
     model_size_owner="tdmpc2",  # the tdmpc2_<size> presets
 )

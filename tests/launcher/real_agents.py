@@ -53,3 +53,21 @@ def rows(run_dir: Path, seed: int = 0) -> list[dict]:
 def checkpoint_meta(run_dir: Path) -> dict:
     latest = max(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
     return json.loads((run_dir / "checkpoints" / str(latest) / "meta" / "metadata").read_text())
+
+
+def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str) -> None:
+    """``python -m launcher.report RUN_DIR --compare paper`` on a real (smoke) run: exit 0,
+    one row reported off-protocol (its protocol differs from the paper's) with the run's
+    provenance, and the figure and tables written; every launch recorded its provenance."""
+    from launcher.report import main
+
+    assert main([str(run_dir), "--compare", "paper"]) == 0
+    table = json.loads((run_dir / "plots" / "paper_verdict.json").read_text())
+    (row,) = table["rows"]
+    assert (row["task"], row["agent"], row["status"]) == (env_id, agent, "off-protocol")
+    assert "protocol.name: 'smoke' (registered: 'paper')" in row["reasons"]
+    assert row["backend"] == "cpu" and row["reference"] != ""
+    assert table["summary"].startswith("verdict: nothing judged")
+    assert (run_dir / "plots" / f"paper_{env_id}.png").exists()
+    launches = read_metrics(run_dir / "launches.jsonl")
+    assert launches and {"git_sha", "git_dirty", "jax", "backend"} <= set(launches[0])

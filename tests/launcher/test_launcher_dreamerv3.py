@@ -21,7 +21,7 @@ import signal
 import jax
 import numpy as np
 import pytest
-from real_agents import launcher, rows
+from real_agents import assert_judged_off_protocol, launcher, rows
 
 from launcher.checkpoint import to_raw
 from launcher.cli import compose_spec
@@ -123,3 +123,4 @@ def test_walker_walk_smoke_through_the_command_line(tmp_path):
     assert train[-1]["Train/n_updates"] == 16 and np.isfinite(train[-1]["Train/loss"])
     stored = json.loads((run_dir / "run.json").read_text())
     assert stored["env_spec"]["episode_length"] == 10  # 20 control steps at repeat 2
+    assert_judged_off_protocol(run_dir, "dreamerv3", "walker_walk")

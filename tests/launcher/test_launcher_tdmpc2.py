@@ -23,7 +23,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from real_agents import checkpoint_meta, launcher, rows
+from real_agents import assert_judged_off_protocol, checkpoint_meta, launcher, rows
 
 from launcher.checkpoint import fingerprint, to_raw
 from launcher.cli import compose_spec
@@ -57,6 +57,7 @@ def test_playground_smoke_runs_and_its_checkpoint_restores(tmp_path):
     assert sorted((run_dir / "wandb").glob("offline-run-*")) == offline
     assert not (run_dir / "corrupt_checkpoints").exists()
     assert len(rows(run_dir)) == 3
+    assert_judged_off_protocol(run_dir, "tdmpc2", "cartpole_balance")
 
 
 @pytest.mark.slow

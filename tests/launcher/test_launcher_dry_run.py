@@ -1,0 +1,115 @@
+"""``+dry_run=true``: the plan and estimated accelerator hours of a launch or sweep, from
+validated RunSpecs; the CLI prints it, exits 0 and creates nothing. Composition only:
+nothing is built, trained or compiled."""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agents.dreamerv3.entry import ENTRY as DREAMER
+from agents.tdmpc2.entry import ENTRY as TDMPC2
+from agents.tdmpc2.entry import MULTITASK
+from launcher import dry_run, guards
+from launcher.cli import check_overrides, compose_spec
+
+ROOT = Path(__file__).parents[2]
+SWEEP = importlib.resources.files("sweeps") / "sweep" / "tdmpc2_paper_dmc.yaml"
+PAPER_JOB_HOURS = 18.0  # 2M agent steps x 3 seeds x 0.0108 s (the reference's 5M figure)
+
+
+def test_only_known_figures_are_declared():
+    (cost,) = TDMPC2.accelerator_seconds_per_step.values()
+    assert list(TDMPC2.accelerator_seconds_per_step) == [5]  # not 19 (no figure known)
+    assert (cost.seconds_per_step, cost.measured_here) == (0.0108, False)
+    assert "nicklashansen/tdmpc2 issue #83" in cost.source and "RTX 3090" in cost.device
+    assert DREAMER.accelerator_seconds_per_step == {}
+    assert MULTITASK.accelerator_seconds_per_step == {}
+
+
+def test_a_tdmpc2_paper_job_is_18_accelerator_hours():
+    spec = compose_spec(["+dry_run=true"])  # the paper protocol on walker_walk, 5M
+    job = dry_run.estimate(spec, index=3, cores=1)
+    assert (job.index, job.env, job.agent, job.model_size) == (
+        3,
+        "walker_walk",
+        "tdmpc2",
+        "tdmpc2_5",
+    )
+    assert (job.seeds, job.agent_steps, job.env_frames) == (3, 2_000_000, 4_000_000)
+    assert job.accelerator_hours == pytest.approx(PAPER_JOB_HOURS)
+    text = dry_run.format_plan([job], cores=1)
+    assert "total: 1 job, 3 seed-runs, 18.0 accelerator hours" in text
+    assert "reference author's figure" in text and "not measured with this project" in text
+    assert "upper bound" in text
+
+
+def test_a_dreamerv3_job_is_unknown_with_the_cpu_estimate_for_comparison():
+    spec = compose_spec(["agent=dreamerv3", "env=walker_walk"])
+    job = dry_run.estimate(spec, cores=1)
+    assert job.cost is None and job.accelerator_hours is None
+    unknown = "unknown (no accelerator figure for agent=dreamerv3 model_size=dreamerv3_12m)"
+    assert job.unknown == unknown
+    cpu_hours = guards.estimate_cpu_seconds(spec, cores=1)[0] / 3600
+    assert cpu_hours > 0 and job.cpu_exact
+    total = dry_run.total_line([job], cores=1)
+    assert total == (
+        f"total: 1 job, 5 seed-runs, accelerator hours {unknown}; CPU for comparison: "
+        f"{cpu_hours:,.1f} CPU hours on this machine's 1 core (not an accelerator)"
+    )
+
+
+def test_a_mixed_plan_totals_the_known_jobs_and_names_the_unknown_ones():
+    known = dry_run.estimate(compose_spec([]), 0, cores=1)
+    big = dry_run.estimate(compose_spec(["model_size=tdmpc2_19"]), 1, cores=1)
+    assert big.cost is None and not big.cpu_exact  # 19M: no figure of either kind
+    total = dry_run.total_line([known, big], cores=1)
+    assert total.startswith(
+        "total: 2 jobs, 6 seed-runs, 18.0 accelerator hours for the 1 job with a figure; "
+        "the other 1: accelerator hours unknown (no accelerator figure for agent=tdmpc2 "
+        "model_size=tdmpc2_19); CPU for comparison: at least "
+    )
+
+
+def test_the_cpu_budget_never_refuses_a_dry_run_and_it_is_no_part_of_the_identity():
+    spec = compose_spec(["+dry_run=true"])
+    guards.check_cpu_budget(spec, backend="cpu")  # 2M steps x 3 seeds: no refusal
+    (checked,) = check_overrides(["+dry_run=true"])
+    assert checked.control.dry_run and not checked.control.allow_long_cpu_run
+    assert spec.run_name == compose_spec([]).run_name
+
+
+def test_the_cli_prints_the_sweep_plan_and_creates_nothing(tmp_path):
+    envs = yaml.safe_load(SWEEP.read_text())["hydra"]["sweeper"]["params"]["env"].split(",")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    argv = [
+        "-m",
+        "+sweep=tdmpc2_paper_dmc",
+        "+dry_run=true",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = [line.split() for line in lines if line.split()[:1] and line.split()[0].isdigit()]
+    assert [(int(r[0]), r[1]) for r in rows] == list(enumerate(envs))
+    assert all(r[2:4] == ["tdmpc2", "tdmpc2_5"] and r[-2] == "18.0" for r in rows)
+    hours = len(envs) * PAPER_JOB_HOURS
+    assert (
+        f"total: {len(envs)} jobs, {3 * len(envs)} seed-runs, {hours:,.1f} accelerator hours"
+        in lines
+    )
+    assert list(tmp_path.iterdir()) == []  # no sweep dir, no runs/, nothing
