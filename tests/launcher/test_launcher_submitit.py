@@ -253,6 +253,7 @@ def test_preempted_job_is_requeued_and_resumes_bit_identically(tmp_path):
         time.sleep(0.2)  # into the next chunk's 0.5 s (a host callback: see _callback_exit)
         os.kill(task, signal.SIGUSR2)
         signalled_after = _steps(run_dir)
+        ids_before = json.loads((run_dir / "wandb_ids.json").read_text())
     except BaseException:
         _kill(proc)
         _kill(ref)
@@ -279,3 +280,19 @@ def test_preempted_job_is_requeued_and_resumes_bit_identically(tmp_path):
     assert final["fingerprint"] == expected["fingerprint"]
     assert final["config_hash"] == expected["config_hash"]
     assert _rows(run_dir) == _rows(ref_dir)
+    # the same W&B runs continue; both launches recorded, the second resuming at `step`
+    assert json.loads((run_dir / "wandb_ids.json").read_text()) == ids_before
+    records = [json.loads(ln) for ln in (run_dir / "launches.jsonl").read_text().splitlines()]
+    assert [r["resumed_at_step"] for r in records] == [0, step]
+
+
+def test_slurm_gpu_launcher_defaults():
+    """``hydra/launcher=slurm_gpu`` (the paper sweeps' cluster launcher): submitit's SLURM
+    launcher with one GPU per job, a 24 h allocation, requeue on time limit."""
+    from launcher.compose import compose
+
+    cfg = compose(["hydra/launcher=slurm_gpu"], hydra_node=True).hydra.launcher
+    assert cfg._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert (cfg.gpus_per_node, cfg.tasks_per_node, cfg.timeout_min) == (1, 1, 1440)
+    assert cfg.max_num_timeout > 0 and cfg.signal_delay_s >= 120
+    assert cfg.cpus_per_task == 8 and cfg.mem_gb == 32
