@@ -211,8 +211,16 @@ def markdown(rows: Sequence[dict[str, str]], summary: acceptance.SweepVerdict) -
     """The table as Markdown, then one verdict line."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
-        lines.append("| " + " | ".join(r[c].replace("|", "/") for c in COLUMNS) + " |")
+        cells = {**r, "reasons": _short(r["reasons"])}
+        lines.append("| " + " | ".join(cells[c].replace("|", "/") for c in COLUMNS) + " |")
     return "\n".join([*lines, "", verdict_line(summary)]) + "\n"
+
+
+def _short(reasons: str, keep: int = 3) -> str:
+    """The first ``keep`` reasons, and how many more the CSV lists."""
+    parts = [p for p in reasons.split("; ") if p]
+    more = f"; +{len(parts) - keep} more (paper_table.csv)" if len(parts) > keep else ""
+    return "; ".join(parts[:keep]) + more
 
 
 def verdict_line(s: acceptance.SweepVerdict) -> str:

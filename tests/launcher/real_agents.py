@@ -55,10 +55,11 @@ def checkpoint_meta(run_dir: Path) -> dict:
     return json.loads((run_dir / "checkpoints" / str(latest) / "meta" / "metadata").read_text())
 
 
-def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str) -> None:
+def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str, *, reference: bool) -> None:
     """``python -m launcher.report RUN_DIR --compare paper`` on a real (smoke) run: exit 0,
     one row reported off-protocol (its protocol differs from the paper's) with the run's
-    provenance, and the figure and tables written; every launch recorded its provenance."""
+    provenance, and the figure and tables written; every launch recorded its provenance.
+    ``reference``: the paper curve reaches back to the run's last x (interpolated)."""
     from launcher.report import main
 
     assert main([str(run_dir), "--compare", "paper"]) == 0
@@ -66,7 +67,7 @@ def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str) -> None:
     (row,) = table["rows"]
     assert (row["task"], row["agent"], row["status"]) == (env_id, agent, "off-protocol")
     assert "protocol.name: 'smoke' (registered: 'paper')" in row["reasons"]
-    assert row["backend"] == "cpu" and row["reference"] != ""
+    assert row["backend"] == "cpu" and (row["reference"] != "") == reference
     assert table["summary"].startswith("verdict: nothing judged")
     assert (run_dir / "plots" / f"paper_{env_id}.png").exists()
     launches = read_metrics(run_dir / "launches.jsonl")

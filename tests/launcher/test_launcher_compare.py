@@ -159,3 +159,10 @@ def test_wandb_gets_the_reference_line(tmp_path):
     wb.runs = [FakeRun(), FakeRun()]  # one per seed, as a started logger holds
     wb.log_reference(rows)
     assert all(run.logged == rows for run in wb.runs)
+
+
+def test_markdown_lists_the_first_three_differences():
+    from launcher.compare import _short
+
+    assert _short("a; b; c; d; e") == "a; b; c; +2 more (paper_table.csv)"
+    assert _short("a; b") == "a; b" and _short("") == ""

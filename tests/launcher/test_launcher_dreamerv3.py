@@ -123,4 +123,5 @@ def test_walker_walk_smoke_through_the_command_line(tmp_path):
     assert train[-1]["Train/n_updates"] == 16 and np.isfinite(train[-1]["Train/loss"])
     stored = json.loads((run_dir / "run.json").read_text())
     assert stored["env_spec"]["episode_length"] == 10  # 20 control steps at repeat 2
-    assert_judged_off_protocol(run_dir, "dreamerv3", "walker_walk")
+    # the paper's first bin is at 10K env frames: nothing to compare an 80-frame run with
+    assert_judged_off_protocol(run_dir, "dreamerv3", "walker_walk", reference=False)
