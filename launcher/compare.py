@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from launcher import acceptance, paper_curves
 from launcher.errors import ConfigError
 from launcher.report import PANELS, Reference, action_repeat, load_curves, plot_run
@@ -142,17 +144,29 @@ def judge_run(run_dir: Path) -> tuple[Any, Any]:
     return verdict, ref
 
 
-def reference_line(ref: paper_curves.PaperCurve) -> Reference:
-    """The report's :class:`Reference` (seed mean, min..max) of a paper curve."""
+def reference_line(ref: paper_curves.PaperCurve, upto: float | None = None) -> Reference:
+    """The report's :class:`Reference` (seed mean, min..max) of a paper curve; with
+    ``upto`` (a run's last x), cut after its first point at or past ``upto``, so a short
+    run's figure shows the part of the paper it compares with."""
     x, mean, lo, hi = ref.mean_band()
+    n = len(x)
+    if upto is not None and upto < x[-1]:
+        n = int(np.searchsorted(x, upto, side="left")) + 1
     return Reference(
         label=f"{ref.agent} paper ({len(ref.seeds)} seeds)",
-        x=x.tolist(),
-        mean=mean.tolist(),
-        lo=lo.tolist(),
-        hi=hi.tolist(),
+        x=x[:n].tolist(),
+        mean=mean[:n].tolist(),
+        lo=lo[:n].tolist(),
+        hi=hi[:n].tolist(),
         n_max=len(ref.seeds),
     )
+
+
+def last_x(run_dir: Path) -> float | None:
+    """The largest env frame of any row of the run (None without rows)."""
+    curves = load_curves(run_dir, x="env_frames")
+    xs = [x for kind in curves.values() for pts in kind.values() for x, _ in pts]
+    return max(xs) if xs else None
 
 
 def wandb_reference_rows(
@@ -255,7 +269,7 @@ def grid_figure(items: Sequence[tuple[Path, Any, Any]]) -> Any:
         if len(curves) > 1 and (mean := mean_curve(curves)):
             ax.plot(*zip(*mean, strict=True), color="black", lw=2, label="mean")
         if ref is not None:
-            line = reference_line(ref)
+            line = reference_line(ref, last_x(run_dir))
             ax.fill_between(line.x, line.lo, line.hi, color="tab:red", alpha=0.12, lw=0)
             ax.plot(line.x, line.mean, color="tab:red", ls="--", lw=1.6, label=line.label)
         ax.set_title(f"{verdict.task} ({verdict.agent}): {verdict.status}", fontsize=9)
@@ -288,7 +302,7 @@ def compare(paths: Sequence[Path | str], out: Path | str | None = None) -> dict[
         plot_run(
             run_dir,
             fig_path,
-            reference=reference_line(ref) if ref is not None else None,
+            reference=reference_line(ref, last_x(run_dir)) if ref is not None else None,
             reference_kind=ref.metric if ref is not None else "eval",
         )
     else:

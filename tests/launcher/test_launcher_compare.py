@@ -166,3 +166,12 @@ def test_markdown_lists_the_first_three_differences():
 
     assert _short("a; b; c; d; e") == "a; b; c; +2 more (paper_table.csv)"
     assert _short("a; b") == "a; b" and _short("") == ""
+
+
+def test_short_run_figure_shows_the_reference_up_to_its_length():
+    from launcher.compare import reference_line
+
+    ref = paper_curves.curve(TDMPC2, "reacher_easy")
+    assert reference_line(ref, 12_000).x == [0, 100_000]  # up to the first point past it
+    assert reference_line(ref, 100_000).x == [0, 100_000]
+    assert len(reference_line(ref).x) == len(reference_line(ref, 5e6).x) == 41
