@@ -17,7 +17,13 @@ from launcher.compare import compare, registered_identity
 from launcher.report import main
 
 TDMPC2 = {"name": "tdmpc2", "entry": "agents.tdmpc2.entry:ENTRY"}  # a composed agent section
-PROVENANCE = {"git_sha": "a" * 40, "git_dirty": False, "backend": "cpu", "devices": ["cpu"]}
+PROVENANCE = {
+    "git_sha": "a" * 40,
+    "git_dirty": False,
+    "jax": "0.0.1",
+    "backend": "cpu",
+    "devices": ["cpu"],
+}
 
 
 def fake_run(
@@ -64,6 +70,7 @@ def test_on_protocol_tdmpc2_run_is_judged_against_the_paper(tmp_path, capsys):
     assert row["reference"] == f"{sum(ref.values()) / 3:.1f}"
     assert row["bar"] == f"{min(ref.values()) - 50:.1f}" and row["ours"] == "960.0"
     assert row["git_sha"] == "a" * 12 and row["config_hash"] == "0123456789"
+    assert (row["git_dirty"], row["jax"], row["backend"]) == ("false", "0.0.1", "cpu")
     assert row["window_env_frames"] == "3,600,000..4,000,000"
 
 
