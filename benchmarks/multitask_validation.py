@@ -41,9 +41,9 @@ SOURCES = {
 }
 ACCEPTANCE = {"fraction": 0.5, "tasks_needed": 2, "eval_episodes": 10}
 TASK_SET = "mt3_cpu"  # envs.task_sets: the three sources in task-id order
-# One evaluation (10 episodes of each task, 1,200 planner decisions) costs ~36 min on the
-# 2-core box, more than 4,000 updates: only the final one is run (the acceptance reads the
-# last evaluation in either case). Checkpoints every 1,000 updates, so a run cut by the end
+# One evaluation (10 episodes of each task: 1,200 planner decisions) is estimated at ~36 min
+# on the 2-core box (the sources' evaluations took ~15 min per 500 decisions), the cost of
+# ~4,000 updates: only the final one is run (the acceptance reads the last evaluation). Checkpoints every 1,000 updates, so a run cut by the end
 # of a session resumes with the same command.
 OFFLINE = {
     "updates": 6_000,
