@@ -41,10 +41,10 @@ SOURCES = {
 }
 ACCEPTANCE = {"fraction": 0.5, "tasks_needed": 2, "eval_episodes": 10}
 TASK_SET = "mt3_cpu"  # envs.task_sets: the three sources in task-id order
-# One evaluation (10 episodes of each task: 1,200 planner decisions) is estimated at ~36 min
-# on the 2-core box (the sources' evaluations took ~15 min per 500 decisions), the cost of
-# ~4,000 updates: only the final one is run (the acceptance reads the last evaluation). Checkpoints every 1,000 updates, so a run cut by the end
-# of a session resumes with the same command.
+# One evaluation (10 episodes of each task: 1,200 ticks of 10 planner decisions) is
+# estimated at ~36 min on the 2-core box (a source's 10 episodes of 500 ticks took ~15 min),
+# the cost of ~4,000 updates: only the final one is run (the acceptance reads the last
+# evaluation). Checkpoints every 1,000 updates: a run cut short resumes with the same command.
 OFFLINE = {
     "updates": 6_000,
     "eval_every": 6_000,
