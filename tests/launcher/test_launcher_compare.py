@@ -182,3 +182,29 @@ def test_short_run_figure_shows_the_reference_up_to_its_length():
     assert reference_line(ref, 12_000).x == [0, 100_000]  # up to the first point past it
     assert reference_line(ref, 100_000).x == [0, 100_000]
     assert len(reference_line(ref).x) == len(reference_line(ref, 5e6).x) == 41
+
+
+def test_paper_sweeps_cover_every_task_with_a_curve_at_its_budget():
+    """The TD-MPC2 sweeps (2M agent steps, and humanoid at 7M) and the DreamerV3 sweep
+    hold every env id with a published curve, each on the registered protocol (no
+    identity difference), so a full sweep is judged, not reported off-protocol."""
+    from agents.dreamerv3.entry import ENTRY as DREAMERV3
+    from agents.tdmpc2.entry import ENTRY as TDMPC2_ENTRY
+    from launcher.identity import identity
+    from launcher.precheck import check_overrides
+
+    for entry, sweeps in (
+        (TDMPC2_ENTRY, ("tdmpc2_paper_dmc", "tdmpc2_paper_dmc_humanoid")),
+        (DREAMERV3, ("dreamerv3_paper_dmc",)),
+    ):
+        table = paper_curves.load(entry)
+        specs = [
+            s
+            for sweep in sweeps
+            for s in check_overrides([f"+sweep={sweep}", "+allow_long_cpu_run=true"], True)
+        ]
+        judged = {s.env.id: s for s in specs if table.curve(s.env.id) is not None}
+        assert sorted(judged) == table.tasks(), entry.name
+        for env_id, spec in judged.items():
+            budget = table.curve(env_id).budget_env_frames
+            assert identity(spec) == registered_identity(entry.name, env_id, budget), env_id
