@@ -128,9 +128,7 @@ def judge_run(run_dir: Path) -> tuple[Any, Any]:
             reasons = deviations(ident, registered_identity(agent, env_id, budget))
         except ConfigError as err:
             reasons = [f"no registered paper composition ({err})"]
-    seeds = ident.get("protocol", {}).get("seeds", [])
-    if ref is not None and not reasons:
-        seeds = registered_identity(agent, env_id, budget)["protocol"]["seeds"]
+    seeds = ident.get("protocol", {}).get("seeds", [])  # the registered ones when on protocol
     verdict = acceptance.judge_task(
         env_id,
         agent,
