@@ -143,6 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_callback_interrupts()
     special = args.help or args.hydra_help or args.info or args.shell_completion or args.version
     custom = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
+    if args.multirun and args.cfg:  # Hydra refuses the pair with a traceback
+        print(
+            f"error: --cfg {args.cfg} prints one job's config and cannot be combined with "
+            "-m/--multirun; drop -m and give one value per swept key (or use +dry_run=true "
+            "to list a sweep's jobs)",
+            file=sys.stderr,
+        )
+        return 2
     if not (special or custom):
         try:
             specs = check_overrides(args.overrides, multirun=args.multirun)

@@ -169,6 +169,12 @@ def test_cfg_job_prints_the_composed_config(capsys):
     assert "name: smoke" in out and "id: cartpole_balance" in out and "mlp_dim: 32" in out
 
 
+def test_cfg_with_multirun_is_one_error(capsys):
+    code, out, err = run_main(["-m", "--cfg", "hydra", "env=pendulum,cartpole_balance"], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: --cfg hydra prints one job's config") and err.count("\n") == 1
+
+
 def test_process_exit_status_is_2(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for args in (
