@@ -5,13 +5,11 @@ nothing is built, trained or compiled."""
 from __future__ import annotations
 
 import importlib.resources
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from real_agents import launcher
 
 from agents.dreamerv3.entry import ENTRY as DREAMER
 from agents.tdmpc2.entry import ENTRY as TDMPC2
@@ -87,22 +85,14 @@ def test_the_cpu_budget_never_refuses_a_dry_run_and_it_is_no_part_of_the_identit
 
 def test_the_cli_prints_the_sweep_plan_and_creates_nothing(tmp_path):
     envs = yaml.safe_load(SWEEP.read_text())["hydra"]["sweeper"]["params"]["env"].split(",")
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-    argv = [
+    proc = launcher(
         "-m",
         "+sweep=tdmpc2_paper_dmc",
         "+dry_run=true",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
-    ]
-    proc = subprocess.run(
-        [sys.executable, "-m", "launcher", *argv],
-        capture_output=True,
-        text=True,
-        env=env,
         cwd=tmp_path,
-        timeout=300,
+        JAX_PLATFORMS="cpu",
     )
-    assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0].isdigit()]
     assert [(int(r[0]), r[1]) for r in rows] == list(enumerate(envs))
