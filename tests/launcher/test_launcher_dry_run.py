@@ -5,7 +5,6 @@ nothing is built, trained or compiled."""
 from __future__ import annotations
 
 import importlib.resources
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,7 +16,6 @@ from agents.tdmpc2.entry import MULTITASK
 from launcher import dry_run, guards
 from launcher.cli import check_overrides, compose_spec
 
-ROOT = Path(__file__).parents[2]
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "tdmpc2_paper_dmc.yaml"
 PAPER_JOB_HOURS = 18.0  # 2M agent steps x 3 seeds x 0.0108 s (the reference's 5M figure)
 
