@@ -55,7 +55,10 @@ class Agent(Protocol):
         """Run the absolute ticks ``ticks`` (int32 ``[C]``, consecutive from the state's
         own tick; unbatched under the seed vmap). Metrics hold at least ``timestep``
         (agent env steps, design §2), ``env_frames``, ``Train/n_updates`` and
-        ``Train/episodic mean reward`` (NaN when no episode ended in the chunk)."""
+        ``Train/episodic mean reward`` (NaN when no episode ended in the chunk). Other
+        ``Train/`` metrics that average over the chunk's updates may be NaN for a seed
+        whose chunk ran none (``Train/n_updates`` unchanged); anywhere else a NaN
+        stops the run."""
         ...
 
     def evaluate(self, state: State, key: Any) -> tuple[State, Metrics]:

@@ -164,15 +164,25 @@ class RunLock:
 
 # ------------------------------------------------------------------- training
 def check_metrics(
-    metrics: Mapping[str, np.ndarray], chunk: int, max_abs_loss: float | None = None
+    metrics: Mapping[str, np.ndarray],
+    chunk: int,
+    max_abs_loss: float | None = None,
+    idle: np.ndarray | None = None,
 ) -> None:
     """Stop (RunStopped) on a non-finite float metric (but :data:`MAY_BE_NAN`) or a loss
-    (a metric whose name contains ``loss``) past ``max_abs_loss``."""
+    (a metric whose name contains ``loss``) past ``max_abs_loss``.
+
+    ``idle`` (bool ``[seeds]``) marks the seeds whose chunk ran no update: their
+    ``Train/`` metrics are means over zero updates, NaN by contract
+    (``agent_api.Agent.train``), so a NaN there is allowed (an infinity is not)."""
     for key, value in metrics.items():
         value = np.asarray(value)
         if key in MAY_BE_NAN or not np.issubdtype(value.dtype, np.floating):
             continue
         bad = ~np.isfinite(value)
+        if idle is not None and key.startswith("Train/"):
+            excused = np.isnan(value) & np.reshape(idle, idle.shape + (1,) * (value.ndim - 1))
+            bad &= ~excused
         if bad.any():
             raise RunStopped(
                 f"chunk {chunk}: metric {key!r} is not finite ({_seeds(bad)}); the run stops "

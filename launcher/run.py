@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -188,6 +189,7 @@ def _locked_run(
     stopped = False
     chunk = start
     compile_seconds = 0.0
+    updates_before = np.asarray(to_host(jax.vmap(agent.counters)(state))["Train/n_updates"])
     wandb_dirs = wb.offline_dirs()
 
     def record(rows: list[dict[str, Any]], chunk: int) -> None:
@@ -225,7 +227,8 @@ def _locked_run(
                 seconds = time.perf_counter() - clock
                 ctrl_c.check()  # a Ctrl-C swallowed during the call stops here, unsaved
                 faults.point("trained", chunk)
-                _check(agent, metrics, state, chunk, spec)
+                _check(agent, metrics, state, chunk, spec, updates_before)
+                updates_before = np.asarray(metrics["Train/n_updates"])
                 steps = int(np.max(metrics["timestep"]))
                 sps = (steps - steps_done) / max(seconds, 1e-9)
                 metrics = callbacks.run_post_update(metrics, chunk)
@@ -307,13 +310,23 @@ def _restore(
     return ckpt.restore_latest(abstract_for)
 
 
-def _check(agent: Any, metrics: Mapping[str, Any], state: Any, chunk: int, spec: RunSpec) -> None:
-    """The agent's own check, then the finiteness and divergence guards (RunStopped)."""
+def _check(
+    agent: Any,
+    metrics: Mapping[str, Any],
+    state: Any,
+    chunk: int,
+    spec: RunSpec,
+    updates_before: np.ndarray,
+) -> None:
+    """The agent's own check, then the finiteness and divergence guards (RunStopped).
+    ``updates_before``: each seed's ``Train/n_updates`` before the chunk (a seed that
+    ran no update may report NaN update means, agent_api.Agent.train)."""
     try:
         agent.check(metrics)
     except ValueError as err:
         raise RunStopped(f"chunk {chunk}: env={spec.env.id}: {err}") from None
-    guards.check_metrics(metrics, chunk, spec.control.max_abs_loss)
+    idle = np.asarray(metrics["Train/n_updates"]) == updates_before
+    guards.check_metrics(metrics, chunk, spec.control.max_abs_loss, idle)
     guards.check_state(state, chunk)
 
 

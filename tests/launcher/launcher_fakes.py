@@ -51,6 +51,7 @@ class FakeConfig:
     nan_state_at: int = -1  # a non-metric state leaf (buffer[0]) becomes NaN at this tick
     hold_file: str = ""  # train calls from tick hold_at on wait (<= 120 s) for this file
     hold_at: int = 0  # (a launch kept running, or stopped inside a chunk, while a test acts)
+    idle_steps: int = 0  # no update for the first steps: Train/loss is NaN in such a chunk
 
 
 @struct.dataclass
@@ -160,12 +161,14 @@ class FakeAgent:
             )
             return state, jnp.mean(params)
 
+        updates_before = self.counters(state)["Train/n_updates"]
         state, means = jax.lax.scan(tick_fn, state, ticks)
+        ran = self.counters(state)["Train/n_updates"] > updates_before
         metrics = {
             **self.counters(state),
             "Train/episodic mean reward": jnp.mean(means),
             "Train/last": means[-1],
-            "Train/loss": jnp.mean(state.params**2),
+            "Train/loss": jnp.where(ran, jnp.mean(state.params**2), jnp.nan),
             "n_terminations": state.n_terminations,
         }
         return state, metrics
@@ -174,7 +177,7 @@ class FakeAgent:
         return {
             "timestep": state.steps,
             "env_frames": state.steps * self.env.spec.action_repeat,
-            "Train/n_updates": state.steps,
+            "Train/n_updates": jnp.maximum(state.steps - self.cfg.idle_steps, 0),
         }
 
     def evaluate(self, state: FakeState, key: jax.Array) -> tuple[FakeState, dict]:

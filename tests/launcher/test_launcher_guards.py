@@ -31,6 +31,7 @@ from launcher_fakes import (
 from test_launcher_process import env, rows
 from test_launcher_reliability import CLI_FAKE, kill_at_point
 
+from launcher import guards
 from launcher.cli import main as cli_main
 from launcher.errors import RunStopped
 from launcher.evaluate import evaluate_run
@@ -65,6 +66,33 @@ def test_nan_in_a_state_leaf_alone_stops_the_run(tmp_path):
         launch(run_dir, agent={"nan_state_at": 38})
     assert ckpt_steps(run_dir) == [20]
     assert kinds(run_dir, 1, "train") == [1, 2, 3]
+
+
+def test_update_means_of_a_chunk_without_updates_may_be_nan(tmp_path):
+    """A chunk that ran no update reports NaN update means (agent_api.Agent.train): the
+    run goes on, also when it resumes into such a chunk; the rows hold null there."""
+    run_dir = tmp_path / "run"
+    idle = {"agent": {"idle_steps": 25}}  # chunks 1 and 2 (steps 0..20) run no update
+    launch(run_dir, stop_after_chunks=1, **idle)
+    launch(run_dir, **idle)
+    losses = [r["Train/loss"] for r in rows(run_dir, 0) if r["kind"] == "train"]
+    assert losses[:2] == [None, None]  # NaN is written as null
+    assert len(losses) == 6 and np.isfinite(losses[2:]).all()
+
+
+def test_idle_seeds_excuse_only_nan_in_their_own_train_metrics():
+    nan_in_seed_1 = {"Train/loss": np.array([0.5, np.nan])}
+    guards.check_metrics(nan_in_seed_1, 3, idle=np.array([False, True]))
+    with pytest.raises(
+        RunStopped, match=r"^chunk 3: metric 'Train/loss' is not finite \(seed index 1\)"
+    ):
+        guards.check_metrics(nan_in_seed_1, 3, idle=np.array([True, False]))
+    with pytest.raises(RunStopped, match="'Train/loss' is not finite"):
+        guards.check_metrics(
+            {"Train/loss": np.array([np.inf, 1.0])}, 3, idle=np.array([True, True])
+        )
+    with pytest.raises(RunStopped, match="'Eval/x' is not finite"):
+        guards.check_metrics({"Eval/x": np.array([np.nan, 1.0])}, 3, idle=np.array([True, True]))
 
 
 def test_loss_past_max_abs_loss_stops_the_run(full, tmp_path):
