@@ -10,6 +10,7 @@ later session trains offline without rerunning the sources)::
     python benchmarks/multitask_validation.py random                # --data/random_returns.json
     python benchmarks/multitask_validation.py offline                     # pool + offline run
     python benchmarks/multitask_validation.py report                      # the verdict
+    python benchmarks/multitask_validation.py baseline --task cartpole_balance  # diagnosis
 
 Sources: single-task TD-MPC2 at size 1 (the learning-check preset: the reference's
 planner, batch 256), one seed each, through the launcher, with buffer_size >= the run so
@@ -73,6 +74,25 @@ def offline_command(root: Path) -> list[str]:
         f"agent.dataset={(root / 'pool').resolve()}",
         f"hydra.run.dir={root / 'offline'}",
     ]
+
+
+# The diagnosis of a task the pool missed (run after the acceptance, never changing it): the
+# same offline trainer on that task's data alone (agent.tasks=[task]: a one-task model). The
+# evaluation at 1,000 updates sees about the pooled run's share of that task's windows
+# (cartpole_balance: 10 of 52 episodes x 6,000 updates ~ 1,150); 3,000 sees ~2.6x more.
+BASELINE = {"updates": 3_000, "eval_every": 1_000, "checkpoint_every": 1_000}
+
+
+def baseline_command(root: Path, task: str) -> list[str]:
+    cmd = offline_command(root)
+    plan = {
+        "protocol.n_timesteps": BASELINE["updates"],
+        "protocol.eval_frequency": BASELINE["eval_every"],
+        "protocol.checkpoint_frequency": BASELINE["checkpoint_every"],
+        "hydra.run.dir": root / f"baseline_{task}",
+    }
+    cmd = [a for a in cmd if a.split("=", 1)[0] not in plan]
+    return [*cmd, *(f"{k}={v}" for k, v in plan.items()), f"agent.tasks=[{task}]"]
 
 
 def random_returns(episodes: int, seed: int = 0) -> dict[str, float]:
@@ -153,11 +173,23 @@ def source_command(name: str, root: Path) -> list[str]:
     ]
 
 
+def ensure_pool(root: Path, data: Path) -> None:
+    """``root/pool``: the committed exports pooled in task-set order (written once)."""
+    from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
+
+    if not (root / "pool").exists():
+        pool = pool_tasks([MultiTaskDataset.load(data / n) for n in SOURCES])
+        digest = pool.save(root / "pool")
+        print(f"pool: {pool.num_episodes} episodes {pool.episodes_per_task()} sha256 {digest}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("stage", choices=["sources", "export", "random", "offline", "report"])
+    parser.add_argument(
+        "stage", choices=["sources", "export", "random", "offline", "baseline", "report"]
+    )
     parser.add_argument("--task", choices=sorted(SOURCES), action="append")
     parser.add_argument("--root", type=Path, default=Path("runs/mt_val"))
     parser.add_argument("--data", type=Path, default=Path("benchmarks/data/mt3_cpu"))
@@ -186,15 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         print(out)
         return 0
     if args.stage == "offline":
-        from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
-
-        if not (root / "pool").exists():
-            pool = pool_tasks([MultiTaskDataset.load(data / n) for n in SOURCES])
-            digest = pool.save(root / "pool")
-            print(f"pool: {pool.num_episodes} episodes {pool.episodes_per_task()} sha256 {digest}")
+        ensure_pool(root, data)
         cmd = offline_command(root)
         print(" ".join(cmd), flush=True)
         return subprocess.call(cmd)
+    if args.stage == "baseline":
+        ensure_pool(root, data)
+        for name in args.task or ["cartpole_balance", "reacher_easy"]:
+            cmd = baseline_command(root, name)
+            print(" ".join(cmd), flush=True)
+            if rc := subprocess.call(cmd):
+                return rc
+        return 0
     result = verdict(root, data)
     (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))

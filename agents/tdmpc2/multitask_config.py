@@ -20,9 +20,14 @@ class MultiTaskConfig(TDMPC2Config):
         dataset_sha256: the dataset's content hash; None = whatever the path holds (the
             resolved config in run.json records the hash that was loaded).
         task_dim: the task embedding width.
+        tasks: the task set's members to train and evaluate, in this order (their task
+            ids); empty = every member in the set's order. A subset is a model of its own
+            (padded to the subset's dims): e.g. one task alone, a single-task offline
+            baseline through the same trainer.
     """
 
     batch_size: int = 1024
     dataset: str = ""
     dataset_sha256: str | None = None
     task_dim: int = TASK_DIM
+    tasks: tuple[str, ...] = ()

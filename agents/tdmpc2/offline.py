@@ -100,11 +100,12 @@ class TDMPC2MultiTask:
     data: MultiTaskDataset | None = None
 
     def __post_init__(self) -> None:
-        members = tuple(self.env.member_env(i) for i in range(len(self.env.names)))
+        names = self.task_names()
+        members = tuple(self.env.member_env(self.env.names.index(n)) for n in names)
         specs = [m.spec for m in members]
         tasks = TaskSet.for_config(
             self.cfg,
-            self.env.names,
+            names,
             [s.obs_size for s in specs],
             [s.action_size for s in specs],
             [s.episode_length for s in specs],
@@ -124,6 +125,19 @@ class TDMPC2MultiTask:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "members", members)
         object.__setattr__(self, "tasks", tasks)
+
+    def task_names(self) -> tuple[str, ...]:
+        """``cfg.tasks`` (checked against the task set) or every member of the set."""
+        have = tuple(self.env.names)
+        names = tuple(self.cfg.tasks) or have
+        unknown = [n for n in names if n not in have]
+        if unknown or len(set(names)) != len(names):
+            what = f"{', '.join(unknown)} not in the task set" if unknown else "a task twice"
+            raise ValueError(
+                f"agent.tasks={list(names)}: {what}; choose distinct members of "
+                f"{', '.join(have)} (or [] for all)"
+            )
+        return names
 
     # ----------------------------------------------------------- components
     @property

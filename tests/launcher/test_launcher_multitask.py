@@ -102,4 +102,6 @@ def test_refusals(dataset, tmp_path):
         run(compose_spec(["agent=tdmpc2_multitask", "env=probe_tasks", *SMOKE]), tmp_path / "c")
     with pytest.raises(ConfigError, match="dataset_sha256"):
         run(compose_spec(args(dataset[0], "agent.dataset_sha256=abc")), tmp_path / "d")
+    with pytest.raises(ConfigError, match=r"agent.tasks=\['nope'\]: nope not in the task set"):
+        run(compose_spec(args(dataset[0], "agent.tasks=[nope]")), tmp_path / "e")
     assert not any(tmp_path.iterdir())  # nothing left behind

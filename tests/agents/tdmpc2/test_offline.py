@@ -190,3 +190,21 @@ def test_dataset_must_match_the_task_set(data):
         TDMPC2MultiTask(TINY, TOY_TASKS, 20, data=wrong)
     with pytest.raises(DatasetError, match="not in the dataset"):
         TDMPC2MultiTask(TINY, TOY_TASKS, 20, data=select_tasks(data, ["toy-a"]))
+
+
+def test_agent_tasks_choose_a_subset_in_their_order(data):
+    names = [i.name for i in INFOS]
+    sub = TDMPC2MultiTask(
+        dataclasses.replace(TINY, tasks=(names[2], names[0])), TOY_TASKS, 20, data=data
+    )
+    assert sub.tasks.names == (names[2], names[0])  # task ids follow agent.tasks
+    assert sub.tasks.obs_max == max(INFOS[2].obs_dim, INFOS[0].obs_dim)
+    assert [m.spec.env_id for m in sub.members] == [INFOS[2].name, INFOS[0].name]
+    assert [t.name for t in sub.data.tasks] == [names[2], names[0]]
+    assert sub.data.num_episodes == 8  # 4 episodes each
+    for bad, message in (
+        ((names[0], "nope"), "nope not in the task set"),
+        ((names[0],) * 2, "a task twice"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            TDMPC2MultiTask(dataclasses.replace(TINY, tasks=bad), TOY_TASKS, 20, data=data)
