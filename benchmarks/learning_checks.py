@@ -132,11 +132,24 @@ def judge_dreamerv3(name: str, run_dir: str) -> dict:
             per_seed[path.stem] = float(np.mean(kept)) if kept else float("nan")
         per_seed[path.stem + "_curve"] = evals
     stats = [v for k, v in per_seed.items() if not k.endswith("_curve")]
-    if spec["every_seed"]:
+    reached = [
+        max((t for t, _ in c), default=0) for k, c in per_seed.items() if k.endswith("_curve")
+    ]
+    complete = bool(reached) and min(reached) >= hi
+    if not complete:  # the window is not evaluated yet: no verdict (resume the run)
+        passed = None
+    elif spec["every_seed"]:
         passed = all(v > spec["threshold"] for v in stats)
     else:
         passed = bool(np.mean(stats) >= spec["threshold"])
-    return {"check": name, "per_seed": per_seed, "threshold": spec["threshold"], "passed": passed}
+    return {
+        "check": name,
+        "per_seed": per_seed,
+        "threshold": spec["threshold"],
+        "evaluated_up_to": min(reached, default=0),
+        "complete": complete,
+        "passed": passed,
+    }
 
 
 def main() -> None:
