@@ -236,3 +236,23 @@ def check_state(state: Any, chunk: int) -> None:
             f"chunk {chunk}: state leaf {', '.join(bad[:3])}{more} is not finite; the run "
             "stops here and its last checkpoint is kept"
         )
+
+
+def check_chunk(
+    agent: Any,
+    metrics: Mapping[str, Any],
+    state: Any,
+    chunk: int,
+    spec: RunSpec,
+    updates_before: np.ndarray,
+) -> None:
+    """The agent's own check, then the finiteness and divergence guards (RunStopped).
+    ``updates_before``: each seed's ``Train/n_updates`` before the chunk (a seed that
+    ran no update may report NaN update means, agent_api.Agent.train)."""
+    try:
+        agent.check(metrics)
+    except ValueError as err:
+        raise RunStopped(f"chunk {chunk}: env={spec.env.id}: {err}") from None
+    idle = np.asarray(metrics["Train/n_updates"]) == updates_before
+    check_metrics(metrics, chunk, spec.control.max_abs_loss, idle)
+    check_state(state, chunk)

@@ -227,7 +227,7 @@ def _locked_run(
                 seconds = time.perf_counter() - clock
                 ctrl_c.check()  # a Ctrl-C swallowed during the call stops here, unsaved
                 faults.point("trained", chunk)
-                _check(agent, metrics, state, chunk, spec, updates_before)
+                guards.check_chunk(agent, metrics, state, chunk, spec, updates_before)
                 updates_before = np.asarray(metrics["Train/n_updates"])
                 steps = int(np.max(metrics["timestep"]))
                 sps = (steps - steps_done) / max(seconds, 1e-9)
@@ -308,26 +308,6 @@ def _restore(
         return program.abstract(init_keys, build.make_agent(spec, env, n_old))
 
     return ckpt.restore_latest(abstract_for)
-
-
-def _check(
-    agent: Any,
-    metrics: Mapping[str, Any],
-    state: Any,
-    chunk: int,
-    spec: RunSpec,
-    updates_before: np.ndarray,
-) -> None:
-    """The agent's own check, then the finiteness and divergence guards (RunStopped).
-    ``updates_before``: each seed's ``Train/n_updates`` before the chunk (a seed that
-    ran no update may report NaN update means, agent_api.Agent.train)."""
-    try:
-        agent.check(metrics)
-    except ValueError as err:
-        raise RunStopped(f"chunk {chunk}: env={spec.env.id}: {err}") from None
-    idle = np.asarray(metrics["Train/n_updates"]) == updates_before
-    guards.check_metrics(metrics, chunk, spec.control.max_abs_loss, idle)
-    guards.check_state(state, chunk)
 
 
 def _complete(
