@@ -148,6 +148,13 @@ def test_windows_stay_inside_each_episode(program):
     counts = np.bincount(np.asarray(ids), minlength=3)
     assert counts.sum() == 4096 and counts.min() > 4096 / 3 * 0.85  # uniform episodes, 4 each
     assert lengths.tolist() == [6] * 4 + [9] * 4 + [7] * 4
+    # each window's task id is the task of the episode its rows came from: the first obs row
+    # (random normals, so unique) is found among that task's episodes and no other's
+    obs0, task = np.asarray(batch.obs[0]), np.asarray(shared.task)
+    rows = np.asarray(shared.obs)  # [E, L, O]
+    for b in range(0, 4096, 97):
+        hit = np.flatnonzero(np.all(rows == obs0[b], axis=-1).any(axis=-1))
+        assert hit.size == 1 and task[hit[0]] == int(ids[b]), (b, hit, int(ids[b]))
 
 
 def test_train_and_evaluate_every_task(program):
