@@ -29,8 +29,8 @@ os.environ["XLA_FLAGS"] = XLA_FLAGS  # before jax starts its backend
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from _machine import pin  # noqa: E402
 from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
-from dreamerv3_speed import pin  # noqa: E402
 
 import envs  # noqa: E402
 from agents.dreamerv3 import train as dv3  # noqa: E402
@@ -106,7 +106,7 @@ def main() -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if args.core is not None:
-        pin(args.core)
+        pin([args.core])
     results = []
     for size in args.sizes:
         r = bench_size(size, args)

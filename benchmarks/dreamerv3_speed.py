@@ -46,8 +46,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _dreamerv3_ref_worker import RefWorker  # noqa: E402
+from _hlo_profile import profile_breakdown  # noqa: E402
+from _machine import machine_info, matmul_peak, pin, uptime  # noqa: E402
 from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
-from tdmpc2_speed import machine_info, profile_breakdown, uptime  # noqa: E402
 
 from agents.dreamerv3 import train as dv3  # noqa: E402
 from agents.dreamerv3.config import DreamerV3Config  # noqa: E402
@@ -56,24 +57,6 @@ from agents.dreamerv3.world_model import Batch  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
 OBS, ACT = 24, 6  # walker
-
-
-def pin(core: int) -> None:
-    """Pin every thread of this process to ``core`` (XLA's pool, created later, inherits)."""
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), {core})
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def matmul_peak(n: int = 2048) -> dict:
-    x = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(jnp.dot)
-    r = timed(lambda: f(x, x).block_until_ready(), 2, 7)
-    r["gflops_wall"] = 2 * n**3 / r["wall_median_s"] / 1e9
-    r["gflops_cpu"] = 2 * n**3 / r["cpu_median_s"] / 1e9
-    return r
 
 
 def dot_flops(jaxpr) -> tuple[float, int]:
@@ -351,7 +334,7 @@ def main() -> None:
     p.add_argument("--out", default=None, help="write all results as JSON")
     args = p.parse_args()
 
-    pin(args.core)
+    pin([args.core])
     jax.config.update("jax_enable_compilation_cache", False)
     t0 = time.perf_counter()
     rep: dict = {

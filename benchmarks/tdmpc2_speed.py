@@ -42,24 +42,19 @@ Shared, loaded machines vary 2x between runs: compare ratios and CPU times, quot
 from __future__ import annotations
 
 import argparse
-import collections
 import functools
-import glob
-import gzip
 import json
 import os
 import pathlib
-import platform
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
-from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
+from _hlo_profile import profile_breakdown  # noqa: E402  (benchmarks/ is sys.path[0])
+from _machine import compile_timed, machine_info, matmul_peak, pin_threads, uptime  # noqa: E402
+from _timing import timed  # noqa: E402
 
 from agents.tdmpc2.buffer import Batch
 from agents.tdmpc2.config import TDMPC2Config
@@ -70,67 +65,6 @@ from agents.tdmpc2.world_model import WorldModel, count_params
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OBS, ACT, EP_LEN = 24, 6, 1000  # walker dims; T = 1000 -> gamma 0.995
-
-
-# ------------------------------------------------------------------------------ machine
-def pin_threads(n: int) -> list[int]:
-    """Pin every thread of this process to the first ``n`` allowed CPUs; returns them."""
-    cpus = sorted(os.sched_getaffinity(0))[:n]
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return cpus
-
-
-def machine_info() -> dict:
-    model = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": model,
-        "nproc": os.cpu_count(),
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-    }
-
-
-def uptime() -> str:
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        a, b, c = os.getloadavg()
-        return f"load average: {a:.2f}, {b:.2f}, {c:.2f}"
-
-
-# ------------------------------------------------------------------------------ timing
-def compile_timed(fn, *args) -> tuple[object, float, float | None]:
-    """``(compiled, lower+compile seconds, XLA cost-analysis flops)``."""
-    t = time.perf_counter()
-    compiled = fn.lower(*args).compile()
-    seconds = time.perf_counter() - t
-    ca = compiled.cost_analysis()
-    if isinstance(ca, (list, tuple)):
-        ca = ca[0] if ca else {}
-    flops = (ca or {}).get("flops")
-    return compiled, seconds, (float(flops) if flops is not None else None)
-
-
-def matmul_peak(repeats: int) -> dict:
-    n = 2048
-    x = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-    f = jax.jit(lambda a, b: a @ b)
-    r = timed(lambda: f(x, x).block_until_ready(), 2, max(repeats, 7))
-    r["gflops_wall"] = 2 * n**3 / r["wall_median_s"] / 1e9
-    r["gflops_cpu"] = 2 * n**3 / r["cpu_median_s"] / 1e9
-    return r
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -332,102 +266,6 @@ def run_reference(size: int, args) -> dict:
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["subprocess_s"] = time.perf_counter() - t
     return out
-
-
-# ------------------------------------------------------------------------------ profile
-def _hlo_index(text: str) -> tuple[dict, dict]:
-    """computation -> opcodes; instruction -> (opcode, called computations, op_name)."""
-    comps: dict[str, list[str]] = {}
-    instrs: dict[str, tuple[str, list[str], str]] = {}
-    cur = None
-    for line in text.splitlines():
-        if line and not line.startswith(" ") and line.rstrip().endswith("{"):
-            m = re.match(r"^(?:ENTRY )?%?([\w.\-]+)", line)
-            cur = m.group(1) if m else None
-            comps[cur] = []
-            continue
-        m = re.match(r"^\s+(?:ROOT )?%([\w.\-]+) = .*? ([\w\-]+)\(", line)
-        if m and cur is not None:
-            comps[cur].append(m.group(2))
-            calls = re.findall(r"(?:calls|to_apply|body|condition)=%([\w.\-]+)", line)
-            op = re.search(r'op_name="([^"]*)"', line)
-            instrs[m.group(1)] = (m.group(2), calls, op.group(1) if op else "")
-    return comps, instrs
-
-
-_TRANSCENDENTAL = {
-    "exponential",
-    "exponential-minus-one",
-    "tanh",
-    "log-plus-one",
-    "log",
-    "logistic",
-}
-
-
-def _category(name: str, comps: dict, instrs: dict) -> tuple[str, str]:
-    """matmul (any dot), prng (threefry / bernoulli of the dropout masks, by op_name),
-    transcendental (exp, tanh, log1p, ...: mish, softmax, SimNorm, two-hot), sort / top-k,
-    other (layernorm, Adam, copies / transposes, reductions)."""
-    if name not in instrs:
-        return ("matmul" if name.startswith(("ynn", "dot")) else "other"), ""
-    opcode, calls, op_name = instrs[name]
-    ops = collections.Counter([opcode])
-    stack, seen = list(calls), set()
-    while stack:
-        c = stack.pop()
-        if c not in seen:
-            seen.add(c)
-            ops.update(comps.get(c, []))
-    if opcode in ("while", "conditional", "call"):
-        return "control", op_name
-    if ops["dot"] or ops["convolution"] or name.startswith("ynn"):
-        return "matmul", op_name
-    if any(s in op_name for s in ("threefry", "_bernoulli", "random_bits", "_uniform")):
-        return "prng (dropout masks)", op_name
-    if ops["sort"] or ops["custom-call"]:
-        return "sort / top-k", op_name
-    if any(ops[o] for o in _TRANSCENDENTAL):
-        return "transcendental (mish, softmax, ...)", op_name
-    return "other (layernorm, adam, copies, ...)", op_name
-
-
-def profile_breakdown(compiled, call, n: int = 2) -> dict:
-    """Per-HLO-op wall time of ``n`` calls (jax.profiler perfetto trace), by category."""
-    d = tempfile.mkdtemp(prefix="tdmpc2_prof_")
-    try:
-        with jax.profiler.trace(d, create_perfetto_trace=True):
-            for _ in range(n):
-                call()
-        path = glob.glob(d + "/**/perfetto_trace.json.gz", recursive=True)[0]
-        with gzip.open(path) as f:
-            trace = json.load(f)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    comps, instrs = _hlo_index(compiled.as_text())
-    cats: collections.Counter = collections.Counter()
-    passes: collections.Counter = collections.Counter()
-    ops: collections.Counter = collections.Counter()
-    for e in events:
-        a = e.get("args") or {}
-        if e.get("ph") != "X" or "hlo_op" not in a:
-            continue
-        cat, op_name = _category(a["hlo_op"], comps, instrs)
-        if cat == "control":
-            continue
-        s = e["dur"] / 1e6 / n
-        cats[cat] += s
-        passes[("backward" if "transpose(" in op_name else "forward", cat)] += s
-        short = re.sub(r"^jit\([^)]*\)/", "", op_name)[:80]
-        ops[f"{a['hlo_op']} [{cat.split(' ')[0]}] {short}"] += s
-    total = sum(cats.values())
-    return {
-        "total_op_s": total,
-        "by_category": {k: v for k, v in cats.most_common()},
-        "by_pass": {f"{p} / {c}": v for (p, c), v in passes.most_common()},
-        "top_ops": {k: v for k, v in ops.most_common(12)},
-    }
 
 
 # ------------------------------------------------------------------------------ variants
