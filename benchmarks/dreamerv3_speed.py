@@ -23,7 +23,7 @@ and 15-step imagination scans are under-counted; the table uses the dot FLOPs of
 each scan body times its length (forward + backward, no elementwise work). % of peak = FLOPs /
 median CPU time / one-thread ``jnp.dot`` 2048^2 f32 rate, for both sides (same model). Memory
 per seed: params + optimizer state + slow critic bytes; working set = ``memory_analysis()``
-temp bytes. ``--profile``: per-HLO-op time of our train step (``tdmpc2_speed``'s breakdown).
+temp bytes. ``--profile``: per-HLO-op time of our train step (``_hlo_profile.py``, as tdmpc2_speed).
 """
 
 from __future__ import annotations
