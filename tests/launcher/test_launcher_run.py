@@ -4,9 +4,11 @@ checkpoints kept, callbacks, W&B offline files, report and evaluate."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import shutil
+import tarfile
 import time
 from pathlib import Path
 
@@ -77,6 +79,35 @@ def test_stop_and_relaunch_is_bit_identical(base, tmp_path):
     second = launch(tmp_path / "run")
     assert second.resumed_from == 3 and second.chunks_done == 6
     assert_same_run(base, second)
+
+
+def _carry_run_module():
+    """benchmarks/carry_run.py (benchmarks/ is scripts, not a package)."""
+    path = Path(__file__).parents[2] / "benchmarks" / "carry_run.py"
+    spec = importlib.util.spec_from_file_location("carry_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_carried_to_a_new_dir_resumes_bit_identical(base, tmp_path):
+    carry = _carry_run_module()
+    first = launch(tmp_path / "here", stop_after_chunks=4)  # checkpoints at steps 20 and 40
+    archive = tmp_path / "carry.tar.gz"
+    carry.main(["pack", str(first.run_dir), str(archive)])
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert {n.split("/")[1] for n in names if n.startswith("checkpoints/")} == {"40"}
+    assert "run.json" in names and "metrics/seed_1.jsonl" in names
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("x")
+    with pytest.raises(SystemExit, match="not empty"):
+        carry.main(["unpack", str(archive), str(tmp_path / "taken")])
+    assert sorted(p.name for p in (tmp_path / "taken").iterdir()) == ["keep.txt"]
+    carry.main(["unpack", str(archive), str(tmp_path / "there")])
+    resumed = launch(tmp_path / "there")
+    assert resumed.resumed_from == 4 and resumed.chunks_done == 6
+    assert_same_run(base, resumed)
 
 
 def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
