@@ -2,9 +2,9 @@
 
 Rebuilds the run's env and agent from ``RUN_DIR/run.json``, restores the latest
 complete checkpoint (read only: unreadable ones are skipped, not moved) and runs the
-agent's evaluation (its eval-mode policy, fresh episodes) for N episodes per seed,
-printing the returns. The episodes' keys differ from the training run's evaluations.
-Exit status 2 with one message for a missing run directory or checkpoint.
+agent's evaluation (whatever policy the agent evaluates with, on fresh episodes) for N
+episodes per seed, printing the returns. The episodes' keys differ from the training run's
+evaluations. Exit status 2 with one message for a missing run directory or checkpoint.
 """
 
 from __future__ import annotations

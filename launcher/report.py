@@ -30,7 +30,7 @@ from launcher.rundir import RUN_FILE, read_metrics
 
 PANELS = (
     ("train", "Train/episodic mean reward", "training episodes"),
-    ("eval", "Eval/episodic mean reward", "evaluation (eval-mode policy)"),
+    ("eval", "Eval/episodic mean reward", "evaluation episodes (the agent's evaluation policy)"),
 )
 X_AXES = ("env_frames", "agent_steps")
 BAND_LABEL = "seed min..max"
