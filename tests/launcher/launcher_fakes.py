@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import os
+import pathlib
 import time
 from typing import Any
 
@@ -291,3 +293,12 @@ def kinds(run_dir: Any, seed: int, kind: str) -> list[int]:
 
     path = Path(run_dir) / "metrics" / f"seed_{seed}.jsonl"
     return [r["chunk"] for r in read_metrics(path) if r["kind"] == kind] if path.exists() else []
+
+
+def benchmark_script(name: str) -> Any:
+    """``benchmarks/<name>.py`` as a module (benchmarks/ holds scripts, not a package)."""
+    path = pathlib.Path(__file__).parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ checkpoints kept, callbacks, W&B offline files, report and evaluate."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import shutil
@@ -14,7 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from launcher_fakes import fake_config, launch, make_fake_env, state_arrays, tree_digest
+from launcher_fakes import (
+    benchmark_script,
+    fake_config,
+    launch,
+    make_fake_env,
+    state_arrays,
+    tree_digest,
+)
 
 from launcher.callbacks import Callbacks
 from launcher.config import resolve
@@ -81,17 +87,8 @@ def test_stop_and_relaunch_is_bit_identical(base, tmp_path):
     assert_same_run(base, second)
 
 
-def _carry_run_module():
-    """benchmarks/carry_run.py (benchmarks/ is scripts, not a package)."""
-    path = Path(__file__).parents[2] / "benchmarks" / "carry_run.py"
-    spec = importlib.util.spec_from_file_location("carry_run", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_run_carried_to_a_new_dir_resumes_bit_identical(base, tmp_path):
-    carry = _carry_run_module()
+    carry = benchmark_script("carry_run")
     first = launch(tmp_path / "here", stop_after_chunks=4)  # checkpoints at steps 20 and 40
     archive = tmp_path / "carry.tar.gz"
     carry.main(["pack", str(first.run_dir), str(archive)])
