@@ -115,27 +115,40 @@ DREAMERV3_CHECKS = {
 }
 
 
+def _seed_rows(run_dir: str) -> dict[int, tuple[dict[int, dict], dict[int, dict]]]:
+    """``{seed: (train rows by chunk, eval rows by chunk)}`` from ``metrics/seed_<s>.jsonl``
+    (the launcher's reader: a cut last line is skipped)."""
+    import pathlib
+
+    from launcher.rundir import read_metrics
+
+    out = {}
+    for path in pathlib.Path(run_dir, "metrics").glob("seed_*.jsonl"):
+        train, evals = {}, {}
+        for row in read_metrics(path):
+            {"train": train, "eval": evals}.get(row["kind"], {})[row["chunk"]] = row
+        out[int(path.stem.split("_")[1])] = (train, evals)
+    return dict(sorted(out.items()))
+
+
 def judge_dreamerv3(name: str, run_dir: str) -> dict:
     """A DreamerV3 check's statistic from a launcher run dir's per-seed eval rows:
     ``cartpole`` the window mean averaged over seeds, ``pendulum`` every seed's last eval
     at or before the window's end."""
-    import pathlib
-
     spec = DREAMERV3_CHECKS[name]
     lo, hi = spec["window"]
     per_seed = {}
-    for path in sorted(pathlib.Path(run_dir, "metrics").glob("seed_*.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for seed, (_, eval_rows) in _seed_rows(run_dir).items():
         evals = [
-            (r["timestep"], r["Eval/episodic mean reward"]) for r in rows if r["kind"] == "eval"
+            (r["timestep"], r["Eval/episodic mean reward"]) for _, r in sorted(eval_rows.items())
         ]
         if spec["every_seed"]:
             kept = [v for t, v in evals if t <= hi]
-            per_seed[path.stem] = kept[-1] if kept else float("nan")
+            per_seed[f"seed_{seed}"] = kept[-1] if kept else float("nan")
         else:
             kept = [v for t, v in evals if lo <= t <= hi]
-            per_seed[path.stem] = float(np.mean(kept)) if kept else float("nan")
-        per_seed[path.stem + "_curve"] = evals
+            per_seed[f"seed_{seed}"] = float(np.mean(kept)) if kept else float("nan")
+        per_seed[f"seed_{seed}_curve"] = evals
     stats = [v for k, v in per_seed.items() if not k.endswith("_curve")]
     reached = [
         max((t for t, _ in c), default=0) for k, c in per_seed.items() if k.endswith("_curve")
@@ -155,20 +168,6 @@ def judge_dreamerv3(name: str, run_dir: str) -> dict:
         "complete": complete,
         "passed": passed,
     }
-
-
-def _seed_rows(run_dir: str) -> dict[int, tuple[dict[int, dict], dict[int, dict]]]:
-    """``{seed: (train rows by chunk, eval rows by chunk)}`` from ``metrics/seed_<s>.jsonl``."""
-    import pathlib
-
-    out = {}
-    for path in pathlib.Path(run_dir, "metrics").glob("seed_*.jsonl"):
-        train, evals = {}, {}
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            {"train": train, "eval": evals}.get(row["kind"], {})[row["chunk"]] = row
-        out[int(path.stem.split("_")[1])] = (train, evals)
-    return dict(sorted(out.items()))
 
 
 def dreamerv3_table(run_dir: str) -> str:
