@@ -4,12 +4,12 @@
         .venv/bin/python benchmarks/cartpole_episode_ends.py RUN_DIR [N_ENVS]
 
 Restores the latest checkpoint of a gymnax CartPole run (read only) and rolls out each
-seed's sampling policy in N_ENVS envs (default 10) for 2 x T steps from a zero carry. When
-an episode ends the env resets and the next step is flagged ``is_first``, as the row
-collector does in training, so the second episode starts the way training episodes do and
-the first the way evaluation episodes do. Prints both episodes' lengths per env and what
-ended the first: ``x`` (|cart position| > 2.4), ``theta`` (|pole angle| > 12 degrees) or
-``time`` (the 500-step limit). Set XLA_FLAGS to the device count the run used.
+seed's sampling policy in N_ENVS envs (default 10) through the training row collector, from
+a zero carry, for two episodes each: the first starts the way evaluation episodes do, the
+second after the collector's auto-reset, the way training episodes do. Prints both
+episodes' lengths per env and what ended the first: ``x`` (|cart position| > 2.4),
+``theta`` (|pole angle| > 12 degrees) or ``time`` (the 500-step limit).
+Set XLA_FLAGS to the device count the run used.
 """
 
 from __future__ import annotations
@@ -21,45 +21,36 @@ import jax.numpy as jnp
 import numpy as np
 
 from agents.dreamerv3.train import init_carry
+from envs.row_collector import RowCollector
 from launcher.evaluate import restore_run
 
 X_LIMIT, THETA_LIMIT = 2.4, 12 * 2 * np.pi / 360  # gymnax CartPole-v1 termination bounds
 
 
 def make_rollout(agent, n: int):
-    """``rollout(params, key) -> (episodes ended [n], lengths [n, 3], first final obs [n, 4])``;
-    lengths column 2 counts steps after the second episode."""
-    env = agent.env
-    steps = 2 * env.spec.episode_length
+    """``rollout(params, key) -> (episodes ended [n], lengths [n, 2], first final obs [n, 4])``.
+
+    Runs the training collector itself (``RowCollector``, dynamic mode), so the second
+    episode starts after its auto-reset exactly as a training episode does; an ``is_last``
+    row holds the episode's final observation."""
+    collector = RowCollector(agent.env, n, "dynamic")
+    ticks = jnp.arange(2 * (agent.env.spec.episode_length + 1))
 
     def rollout(params, key):
         policy = agent.policy_fn(params)
-        k_reset, k_act, k_again = jax.random.split(key, 3)
-        es = jax.vmap(env.reset)(jax.random.split(k_reset, n))
+        k_init, k_run = jax.random.split(key)
+        state = collector.init(k_init, policy_carry=init_carry(agent.nets, n))
 
-        def step(c, i):
-            es, carry, first, ep, lens, final = c
-            act, carry, _ = policy(carry, es.obs, first, jax.random.fold_in(k_act, i))
-            nxt = jax.vmap(env.step)(es, act)
-            lens = lens.at[jnp.arange(n), jnp.minimum(ep, 2)].add(1)
-            final = jnp.where((nxt.done & (ep == 0))[:, None], nxt.obs, final)
-            fresh = jax.vmap(env.reset)(jax.random.split(jax.random.fold_in(k_again, i), n))
+        def tick(c, i):
+            state, ep, lens, final = c
+            state, row, stats = collector.tick(state, i, jax.random.fold_in(k_run, i), policy)
+            slot = stats.done[:, None] & (jnp.arange(2) == ep[:, None])
+            lens = jnp.where(slot, stats.lengths[:, None], lens)
+            final = jnp.where((stats.done & (ep == 0))[:, None], row.obs, final)
+            return (state, ep + stats.done, lens, final), None
 
-            def pick(a, b):
-                return jnp.where(nxt.done.reshape((-1,) + (1,) * (a.ndim - 1)), a, b)
-
-            es = jax.tree.map(pick, fresh, nxt)
-            return (es, carry, nxt.done, ep + nxt.done, lens, final), None
-
-        init = (
-            es,
-            init_carry(agent.nets, n),
-            jnp.ones((n,), bool),
-            jnp.zeros((n,), jnp.int32),
-            jnp.zeros((n, 3), jnp.int32),
-            jnp.zeros_like(es.obs),
-        )
-        (_, _, _, ep, lens, final), _ = jax.lax.scan(step, init, jnp.arange(steps))
+        init = (state, jnp.zeros((n,), jnp.int32), jnp.zeros((n, 2), jnp.int32), state.obs)
+        (_, ep, lens, final), _ = jax.lax.scan(tick, init, ticks)
         return ep, lens, final
 
     return jax.jit(rollout)
