@@ -141,15 +141,28 @@ class RMSNorm(nn.Module):
     (float32, init ones). Input ``[..., features]`` -> output ``[..., features]``.
     DreamerV3 computes the statistics in the compute dtype (bf16 in its default config);
     we always use float32 (design §3; identical in float32).
+
+    ``grouped=True`` takes the feature axis split group-major, ``x [g, ..., F/g]`` (feature
+    ``k F/g + j`` at ``x[k, ..., j]``, the layout of the DreamerV3 block GRU): the statistics
+    run over axes 0 and -1, ``scale [F]`` is read as ``[g, 1, ..., F/g]``; same result as
+    the flat layout up to the order of the sum.
     """
 
     eps: float = 1e-4
+    grouped: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
         x32 = jnp.asarray(x, jnp.float32)
-        ms = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
+        if self.grouped:
+            g, width = x.shape[0], x.shape[-1]
+            scale = self.param("scale", nn.initializers.ones, (g * width,), jnp.float32)
+            scale = scale.reshape(g, *(1,) * (x.ndim - 2), width)
+            axes = (0, x.ndim - 1)
+        else:
+            scale = self.param("scale", nn.initializers.ones, (x.shape[-1],), jnp.float32)
+            axes = -1
+        ms = jnp.mean(jnp.square(x32), axis=axes, keepdims=True)
         y = x32 * jax.lax.rsqrt(ms + self.eps) * scale
         return y.astype(x.dtype)
 

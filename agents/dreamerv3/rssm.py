@@ -50,12 +50,16 @@ def features(deter: jax.Array, stoch: jax.Array) -> jax.Array:
 
 
 class BlockLinear(nn.Module):
-    """Block-diagonal linear layer (``nets.py:638-701``): ``[..., in] -> [..., units]``.
+    """Block-diagonal linear layer (``nets.py:638-701``) on group-major inputs.
 
-    The input is split into ``groups`` equal slices (zero-padded when ``in`` is not
-    divisible), slice ``k`` is multiplied by ``kernel[k] [in/g, units/g]``, the results are
-    concatenated and a full-width bias is added. Kernel init: fan-in truncated normal with the
-    fan-in of the whole layer, ``in`` (``block_fans: False``, ``nets.py:873-884``).
+    ``x [g, ..., in/g] -> [g, ..., units/g]``: slice ``k`` is multiplied by
+    ``kernel[k] [in/g, units/g]`` and gets its slice of the full-width ``bias [units]``. The
+    reference takes ``[..., in]`` (zero-padded to a multiple of ``g``) and returns
+    ``[..., units]``; the block GRU, our only user, keeps its state group-major instead, so
+    the ``g`` batched dots read and write contiguous rows and the gate fusion after them
+    reads its operands in order (docs/PERFORMANCE.md, "The block GRU"). Kernel init:
+    fan-in truncated normal with the fan-in of the whole layer, ``in``
+    (``block_fans: False``, ``nets.py:873-884``).
     """
 
     units: int
@@ -65,19 +69,19 @@ class BlockLinear(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         g = self.groups
-        width = x.shape[-1]
-        pad = -width % g
-        if pad:
-            x = jnp.concatenate([x, jnp.zeros((*x.shape[:-1], pad), x.dtype)], -1)
-            width += pad
-        shape = (g, width // g, self.units // g)
+        if x.shape[0] != g or self.units % g:
+            raise ValueError(
+                f"BlockLinear({self.units}, groups={g}) needs x [{g}, ..., in/{g}] and "
+                f"units divisible by {g}; got x {x.shape}"
+            )
+        shape = (g, x.shape[-1], self.units // g)
         # variance_scaling's fan-in of a [g, in/g, out/g] kernel is in/g * g = in: the full
         # input width, as the reference's block_fans=False.
-        init = dreamerv3_kernel_init(self.outscale)
-        kernel = self.param("kernel", init, shape)
+        kernel = self.param("kernel", dreamerv3_kernel_init(self.outscale), shape)
         bias = self.param("bias", nn.initializers.zeros, (self.units,))
-        y = jnp.einsum("...ki,kio->...ko", x.reshape(*x.shape[:-1], g, width // g), kernel)
-        return y.reshape(*x.shape[:-1], self.units) + bias
+        lead = x.shape[1:-1]
+        y = jnp.einsum("g...i,gio->g...o", x, kernel)
+        return y + bias.reshape(g, *(1,) * len(lead), self.units // g)
 
 
 class RSSM(nn.Module):
@@ -99,7 +103,7 @@ class RSSM(nn.Module):
         self.dyn = [
             BlockLinear(self.deter, self.blocks, name=f"dyn{i}") for i in range(self.dyn_layers)
         ]
-        self.dyn_norm = [RMSNorm(name=f"dyn{i}_norm") for i in range(self.dyn_layers)]
+        self.dyn_norm = [RMSNorm(grouped=True, name=f"dyn{i}_norm") for i in range(self.dyn_layers)]
         self.dyncore = BlockLinear(3 * self.deter, self.blocks, name="dyncore")
         self.obs = [mlp(f"obs{i}") for i in range(self.obs_layers)]
         self.img = [mlp(f"img{i}") for i in range(self.img_layers)]
@@ -117,7 +121,13 @@ class RSSM(nn.Module):
         }
 
     def gru(self, deter: jax.Array, stoch: jax.Array, action: jax.Array) -> jax.Array:
-        """Block GRU step: ``deter [B, D], stoch [B, S, C], action [B, A] -> deter' [B, D]``."""
+        """Block GRU step: ``deter [B, D], stoch [B, S, C], action [B, A] -> deter' [B, D]``.
+
+        Inside, everything after the ``dynin`` layers is group-major, ``[g, B, .]`` (see
+        :class:`BlockLinear`): the reference's per-group ``[deter_g, x0, x1, x2]`` rows are
+        ``concat([deter as [g, B, D/g], broadcast x])``, the reset | cand | update split is
+        along the last axis of ``[g, B, 3 D/g]``, and ``deter'`` returns to ``[B, D]`` once.
+        """
         g = self.blocks
         action = action / jax.lax.stop_gradient(jnp.maximum(1.0, jnp.abs(action)))
         flat_stoch = stoch.reshape(*stoch.shape[:-2], -1)
@@ -125,16 +135,16 @@ class RSSM(nn.Module):
             [f(v) for f, v in zip(self.dynin, (deter, flat_stoch, action), strict=True)], -1
         )
         lead = deter.shape[:-1]
-        x = jnp.broadcast_to(x[..., None, :], (*lead, g, x.shape[-1]))
-        x = jnp.concatenate([deter.reshape(*lead, g, -1), x], -1).reshape(*lead, -1)
+        deter_g = jnp.moveaxis(deter.reshape(*lead, g, -1), -2, 0)
+        x = jnp.concatenate([deter_g, jnp.broadcast_to(x, (g, *x.shape))], -1)
         for layer, norm in zip(self.dyn, self.dyn_norm, strict=True):
             x = jax.nn.silu(norm(layer(x)))
-        x = self.dyncore(x).reshape(*lead, g, -1)
-        reset, cand, update = (p.reshape(*lead, -1) for p in jnp.split(x, 3, -1))
+        reset, cand, update = jnp.split(self.dyncore(x), 3, -1)
         reset = jax.nn.sigmoid(reset)
         cand = jnp.tanh(reset * cand)
         update = jax.nn.sigmoid(update - 1.0)
-        return update * cand + (1.0 - update) * deter
+        out = update * cand + (1.0 - update) * deter_g
+        return jnp.moveaxis(out, 0, -2).reshape(*lead, -1)
 
     def _logits(self, layer: nn.Module, x: jax.Array) -> jax.Array:
         logits = layer(x).reshape(*x.shape[:-1], self.stoch, self.classes)

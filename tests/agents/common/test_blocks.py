@@ -182,6 +182,25 @@ def test_rmsnorm_matches_oracle():
     assert np.max(np.abs(np.asarray(out) - wrong_eps)) > 1e-2
 
 
+def test_rmsnorm_grouped_layout_matches_flat_oracle():
+    """``grouped=True`` on ``x [g, ..., F/g]`` (feature ``k F/g + j`` at ``[k, ..., j]``) is the
+    flat norm with the features regrouped: same params, same oracle, same bound as the flat
+    test (only the order of the 16-term sum differs)."""
+    rng = np.random.default_rng(2)
+    g, x = 4, np.float32(rng.standard_normal((3, 5, 16)) * 0.01)
+    xg = jnp.asarray(np.moveaxis(x.reshape(3, 5, g, 16 // g), 2, 0))  # [g, 3, 5, F/g]
+    norm = RMSNorm(grouped=True)
+    params = norm.init(jax.random.key(0), xg)
+    assert jax.tree.map(jnp.shape, params) == {"params": {"scale": (16,)}}
+    scale = np.float32(rng.uniform(0.5, 1.5, 16))
+    out = np.asarray(norm.apply({"params": {"scale": jnp.asarray(scale)}}, xg))
+    flat = np.moveaxis(out, 0, 2).reshape(3, 5, 16)
+    np.testing.assert_allclose(flat, _np_rms(x, scale, 1e-4), rtol=2e-6, atol=1e-7)
+    # the statistics span the groups: normalising each group alone is measurably different
+    per_group = _np_rms(x.reshape(3, 5, g, 4), scale.reshape(g, 4), 1e-4).reshape(3, 5, 16)
+    assert np.max(np.abs(flat - per_group)) > 1e-2
+
+
 def test_rmsnorm_bf16_input_bf16_output_with_f32_statistics():
     rng = np.random.default_rng(1)
     x = jnp.asarray(rng.standard_normal((64, 48)) * 3.0, jnp.bfloat16)
