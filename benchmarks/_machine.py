@@ -45,6 +45,7 @@ def machine_info() -> dict:
         "python": platform.python_version(),
         "jax": jax.__version__,
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+        "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""),
     }
 
 

@@ -38,6 +38,9 @@ import statistics
 import sys
 import time
 
+from launcher.malloc import reexec_with_huge_pages  # noqa: E402
+
+reexec_with_huge_pages()  # as the launcher does: huge pages for XLA's per-call buffers
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 os.environ["XLA_FLAGS"] = XLA_FLAGS  # before jax starts its backend
 
@@ -331,6 +334,13 @@ def main() -> None:
     p.add_argument("--ref", default="/tmp/ref/r29")
     p.add_argument("--ref-python", default="/tmp/ref/venv/bin/python")
     p.add_argument("--ref-log", default="/tmp/dv3_ref_worker_{size}.log")
+    p.add_argument(
+        "--ref-malloc",
+        choices=["same", "default"],
+        default="same",
+        help="same: the reference runs with our GLIBC_TUNABLES (launcher/malloc.py); "
+        "default: with glibc's defaults, as its own launcher runs it",
+    )
     p.add_argument("--out", default=None, help="write all results as JSON")
     args = p.parse_args()
 

@@ -2,7 +2,10 @@
 
 import sys
 
-from launcher.cli import main
+from launcher.malloc import reexec_with_huge_pages
 
 if __name__ == "__main__":
+    reexec_with_huge_pages()  # before anything allocates: see launcher/malloc.py
+    from launcher.cli import main
+
     sys.exit(main())
