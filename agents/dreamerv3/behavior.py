@@ -90,16 +90,22 @@ def imagine(
 
 
 def _means(
-    nets: Networks, params: dict, slow: dict, feat: jax.Array, replay_feat: jax.Array
+    nets: Networks,
+    params: dict,
+    slow: dict,
+    feat: jax.Array,
+    replay_feat: jax.Array,
+    critic_logits: jax.Array,
 ) -> dict[str, jax.Array]:
-    """Our two-hot means (D22's exact symmetric decode), stop-gradiented."""
+    """Our two-hot means (D22's exact symmetric decode), stop-gradiented. ``critic_logits``
+    are the critic's on ``feat``, computed once for the loss and for ``imag_value``."""
     twohot = TwoHot.dreamerv3(nets.cfg.bins)
     head = lambda module, p, x: twohot.decode(module.apply({"params": p}, x))  # noqa: E731
     p = sg(params)
     return sg(
         {
             "imag_reward": head(nets.reward, p["rew"], feat),
-            "imag_value": head(nets.critic, p["critic"], feat),
+            "imag_value": twohot.decode(critic_logits),
             "imag_slow_value": head(nets.critic, slow, feat),
             "replay_slow_value": head(nets.critic, slow, replay_feat),
         }
@@ -124,7 +130,11 @@ def behavior_losses(
     feat = features(traj["deter"], traj["stoch"])
     b, t = batch.reward.shape[0], batch.reward.shape[1] - 1
     replay_feat = post.feat
-    m = _means(nets, params, slow, feat, sg(replay_feat)) if means is None else sg(means)
+    critic_all = nets.critic.apply({"params": params["critic"]}, feat)  # [N, H + 1, K]
+    if means is None:
+        m = _means(nets, params, slow, feat, sg(replay_feat), sg(critic_all))
+    else:
+        m = sg(means)
     start_rew = batch.reward[:, 1:].reshape(-1)
     start_con = 1.0 - batch.is_terminal[:, 1:].reshape(-1).astype(jnp.float32)
     con_logit = nets.cont.apply({"params": sg(params["con"])}, feat)
@@ -144,7 +154,7 @@ def behavior_losses(
     ent = policy.entropy()[:, :-1]
     actor_loss = weight[:, :-1] * -(logpi * adv + cfg.actent * ent)
 
-    critic_logits = nets.critic.apply({"params": params["critic"]}, feat)[:, :-1]
+    critic_logits = critic_all[:, :-1]
     critic_loss = weight[:, :-1] * (
         twohot.loss(critic_logits, ret)
         + cfg.slowreg * twohot.loss(critic_logits, m["imag_slow_value"][:, :-1])

@@ -86,7 +86,8 @@ class Replay:
         assert cfg.imag_horizon == size("imag_length")
         obs = a["call0/data/vector"].shape[-1]
         self.nets = Networks(cfg, obs, size("act_dim"), self.discrete)
-        self.step = jax.jit(T.train_step, static_argnums=0)
+        step = functools.partial(T.train_step, parity=True)
+        self.step = jax.jit(step, static_argnums=0)
         self.states = [self.initial_state()]
         self.results = []
         for i in range(CALLS):
