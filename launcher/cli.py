@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``wmrl`` console script."""
-    from launcher.malloc import reexec_with_huge_pages
+    from launcher.malloc import reexec_with_fast_malloc
 
-    reexec_with_huge_pages()  # see launcher/malloc.py
+    reexec_with_fast_malloc()  # see launcher/malloc.py
     sys.exit(main())

@@ -1,48 +1,66 @@
-"""launcher.malloc: when the huge-page tunable is added, and that the re-exec carries it."""
+"""launcher.malloc: which allocator setting is added, and that the re-exec carries it."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
-from launcher.malloc import OPT_OUT, TUNABLE, huge_page_env
+from launcher.malloc import OPT_OUT, QUIET, TUNABLE, fast_malloc_env
 
-LINUX = dict(platform="linux", glibc=(2, 36), thp="madvise")
+TC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+LINUX = dict(platform="linux", tcmalloc=None, glibc=(2, 36), thp="madvise")
 
 
-def test_adds_the_tunable_and_keeps_other_tunables() -> None:
-    assert huge_page_env({}, **LINUX)["GLIBC_TUNABLES"] == TUNABLE
-    env = huge_page_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "A": "b"}, **LINUX)
+def test_prefers_tcmalloc_and_keeps_other_preloads() -> None:
+    env = fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **{**LINUX, "tcmalloc": TC})
+    assert env == {"LD_PRELOAD": f"{TC}:/x/libfoo.so", **QUIET}
+
+
+def test_falls_back_to_the_tunable_and_keeps_other_tunables() -> None:
+    assert fast_malloc_env({}, **LINUX)["GLIBC_TUNABLES"] == TUNABLE
+    env = fast_malloc_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2", "A": "b"}, **LINUX)
     assert env == {"GLIBC_TUNABLES": f"glibc.malloc.arena_max=2:{TUNABLE}", "A": "b"}
 
 
 @pytest.mark.parametrize(
     ("env", "where"),
     [
-        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, {}),  # the user's own choice stands
-        ({OPT_OUT: "default"}, {}),
-        ({}, {"platform": "darwin"}),
-        ({}, {"glibc": (2, 34)}),  # the tunable is new in glibc 2.35
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, {"tcmalloc": TC}),  # the user chose
+        ({"LD_PRELOAD": "/opt/libjemalloc.so.2"}, {"tcmalloc": TC}),
+        ({OPT_OUT: "default"}, {"tcmalloc": TC}),
+        ({}, {"platform": "darwin", "tcmalloc": TC}),
+        ({}, {"glibc": (2, 34)}),  # no tcmalloc, and the tunable is new in glibc 2.35
         ({}, {"thp": "never"}),
     ],
 )
 def test_leaves_the_environment_alone(env: dict, where: dict) -> None:
-    assert huge_page_env(env, **{**LINUX, **where}) is None
+    assert fast_malloc_env(env, **{**LINUX, **where}) is None
 
 
-def test_reexec_runs_the_same_command_with_the_tunable() -> None:
-    """The child re-executes itself once: its second start sees the variable and goes on."""
+def test_reexec_runs_the_same_command_with_the_setting() -> None:
+    """The child re-executes itself once: its second start sees the variables and goes on."""
     code = (
-        "import os, sys; from launcher.malloc import reexec_with_huge_pages, huge_page_env; "
-        "want = huge_page_env(os.environ) is not None; reexec_with_huge_pages(); "
-        "print(want, os.environ.get('GLIBC_TUNABLES'), sys.argv[1:])"
+        "import os; from launcher.malloc import reexec_with_fast_malloc, fast_malloc_env; "
+        "again = fast_malloc_env(os.environ) is not None; reexec_with_fast_malloc(); "
+        "print(again, os.environ.get('LD_PRELOAD'), os.environ.get('GLIBC_TUNABLES'))"
     )
-    env = {k: v for k, v in __import__("os").environ.items() if k != "GLIBC_TUNABLES"}
+    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     out = subprocess.run(
-        [sys.executable, "-c", code, "x=1"], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert out[0] == "False"  # the printing run is the re-executed one: nothing left to add
-    expected = TUNABLE if huge_page_env(env) is not None else "None"
-    assert out[1] == expected and out[2:] == ["['x=1']"]
+    want = fast_malloc_env(env) or {}
+    assert out == ["False", want.get("LD_PRELOAD", "None"), want.get("GLIBC_TUNABLES", "None")]
+
+
+def test_reexec_keeps_the_arguments() -> None:
+    code = (
+        "import sys; from launcher.malloc import reexec_with_fast_malloc as r; r(); print(sys.argv)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "a b", "c=1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "['-c', 'a b', 'c=1']"

@@ -1,0 +1,116 @@
+"""benchmarks/accelerator_check.py --tiny end to end: every section runs, each timing is
+positive and finite, the JSON and the Markdown table are written.
+
+A subprocess, not the benchmark-script loader (launcher_fakes.benchmark_script): the script
+re-executes its process for glibc's huge-page tunable (launcher.malloc) and sets XLA_FLAGS
+before its backend starts, neither of which may happen inside the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = ROOT / "benchmarks" / "accelerator_check.py"
+SECTIONS = {"dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "dv3_seeds"}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[dict, str, str]:
+    """One ``--tiny`` run on CPU: (the JSON report, the Markdown table, stdout)."""
+    out = tmp_path_factory.mktemp("accelerator_check")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tiny", "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((out / "accelerator_check.json").read_text())
+    return report, (out / "accelerator_check.md").read_text(), proc.stdout
+
+
+@pytest.mark.slow
+def test_every_section_has_positive_finite_timings(tiny):
+    report, _, _ = tiny
+    assert report["tiny"] and report["backend"] == "cpu"
+    assert set(report["sections"]) == SECTIONS
+    for name, section in report["sections"].items():
+        assert "error" not in section and "skipped" not in section, (name, section)
+        timings = section["timings"]
+        assert timings, name
+        for key, seconds in timings.items():
+            assert math.isfinite(seconds) and seconds > 0, (name, key, seconds)
+    seeds = report["sections"]["dv3_seeds"]["seeds"]
+    assert set(seeds) == {"1", "2"}
+    for s in seeds.values():
+        assert s["need_bytes"] > 0 and s["per_seed_wall_s"] > 0
+    for chunk in ("dv3_chunk", "tdmpc2_chunk"):
+        c = report["sections"][chunk]
+        assert c["env_frames"] > 0 and c["updates"] > 0, chunk
+        assert math.isfinite(c["env_frames_per_s"]) and c["env_frames_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_markdown_table_and_published_figures(tiny):
+    report, table, stdout = tiny
+    assert "| section | quantity | value | unit | published figure |" in table
+    n_rows = sum(len(s["rows"]) for s in report["sections"].values())
+    assert sum(line.startswith("| ") for line in table.splitlines()) == 1 + n_rows
+    for name in SECTIONS:
+        assert f"| {name} |" in table
+    # tiny configs are no preset with a published figure
+    assert "Published figures compared against:" in stdout
+    assert "no published figure" in stdout
+
+
+FAILING_RUN = """
+import sys, time
+sys.path.insert(0, "benchmarks")
+import accelerator_check as a
+
+def boom(plan, found):
+    raise RuntimeError("injected failure")
+
+def slow(plan, found):
+    time.sleep(0.5)
+    return {"timings": {"x_s": 0.5}, "rows": [a.row("x", 0.5, "s")]}
+
+a.RUNNERS.update(dv3_step=boom, tdmpc2_step=slow)
+sys.argv = ["accelerator_check.py", "--tiny", "--budget-s", "0.3", "--out-dir", sys.argv[1],
+            "--sections", "dv3_step", "tdmpc2_step", "dv3_chunk"]
+a.main()
+"""
+
+
+def test_a_failing_section_is_recorded_and_the_rest_goes_on(tmp_path):
+    """dv3_step raises (recorded, the run goes on), tdmpc2_step runs, dv3_chunk starts after
+    --budget-s and is skipped; exit status 0, the table says so."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILING_RUN, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sections = json.loads((tmp_path / "accelerator_check.json").read_text())["sections"]
+    assert sections["dv3_step"]["error"] == "RuntimeError: injected failure"
+    assert "injected failure" in sections["dv3_step"]["traceback"]
+    assert sections["tdmpc2_step"]["timings"] == {"x_s": 0.5}
+    assert sections["dv3_chunk"]["skipped"].startswith("not started")
+    table = (tmp_path / "accelerator_check.md").read_text()
+    assert "| dv3_step | error | — | RuntimeError: injected failure | |" in table
+    assert "| dv3_chunk | skipped |" in table
