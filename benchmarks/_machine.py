@@ -46,6 +46,7 @@ def machine_info() -> dict:
         "jax": jax.__version__,
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""),
+        "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
     }
 
 
