@@ -95,13 +95,16 @@ def _means(
     slow: dict,
     feat: jax.Array,
     replay_feat: jax.Array,
-    critic_logits: jax.Array,
+    critic_logits: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
-    """Our two-hot means (D22's exact symmetric decode), stop-gradiented. ``critic_logits``
-    are the critic's on ``feat``, computed once for the loss and for ``imag_value``."""
+    """Our two-hot means (D22's exact symmetric decode), stop-gradiented. ``critic_logits``:
+    the critic's on ``feat`` when the caller has them (the loss computes them once for
+    both); computed here otherwise."""
     twohot = TwoHot.dreamerv3(nets.cfg.bins)
     head = lambda module, p, x: twohot.decode(module.apply({"params": p}, x))  # noqa: E731
     p = sg(params)
+    if critic_logits is None:
+        critic_logits = nets.critic.apply({"params": p["critic"]}, feat)
     return sg(
         {
             "imag_reward": head(nets.reward, p["rew"], feat),
