@@ -52,6 +52,7 @@ from _dreamerv3_ref_worker import RefWorker  # noqa: E402
 from _hlo_profile import profile_breakdown  # noqa: E402
 from _machine import machine_info, matmul_peak, pin, uptime  # noqa: E402
 from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
+from jax._src.interpreters import partial_eval as pe  # noqa: E402
 
 from agents.dreamerv3 import train as dv3  # noqa: E402
 from agents.dreamerv3.config import DreamerV3Config  # noqa: E402
@@ -100,7 +101,12 @@ def aot(fn, *args) -> dict:
     ca = compiled.cost_analysis()
     ca = (ca[0] if ca else {}) if isinstance(ca, list | tuple) else (ca or {})
     mem = compiled.memory_analysis()
-    flops, whiles = dot_flops(traced.jaxpr.jaxpr)
+    # Dead code out first (XLA drops it too): a custom VJP's unused input cotangent
+    # (agents/common/blocks.py dense_matmul) is in the jaxpr but never runs. jax has no
+    # public DCE; partial_eval.dce_jaxpr recurses into scan / while / pjit bodies.
+    jaxpr = traced.jaxpr.jaxpr
+    live, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+    flops, whiles = dot_flops(live)
     r = dict(compiled=compiled, lower_s=lower_s, compile_s=time.perf_counter() - w)
     r.update(compile_cpu_s=time.process_time() - c, dot_flops=flops, while_loops=whiles)
     r.update(xla_flops=float(ca.get("flops", "nan")), temp_bytes=mem.temp_size_in_bytes)

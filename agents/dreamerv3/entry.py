@@ -74,8 +74,9 @@ ENTRY = AgentEntry(
     },
     # One agent step (= one row) of one seed pinned to one core, updates and acting
     # included, at the reference ratio 512 with 16 envs (0.5 updates per row;
-    # docs/PERFORMANCE.md, DreamerV3 train step: 1.9 s at 1m, 14.0 s at 12m).
-    cpu_seconds_per_step={"1m": 0.95, "12m": 7.0},
+    # docs/PERFORMANCE.md, DreamerV3 "Whole-loop throughput": 0.33 s per row at 1m, and the
+    # 12m train step, 4.9 s, halved, on a quiet 2-core box; slower CPUs take longer).
+    cpu_seconds_per_step={"1m": 0.33, "12m": 2.5},
     accelerator_seconds_per_step={},  # no figure known: a dry run says unknown
     paper=PAPER,
 )
