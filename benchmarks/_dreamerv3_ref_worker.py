@@ -246,8 +246,11 @@ class RefWorker:
         cmd += ["--envs", str(args.envs), "--obs", str(obs), "--act", str(act)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
         env.update(XLA_FLAGS=xla_flags, PYTHONPATH="")
-        if getattr(args, "ref_malloc", "same") == "default":
-            env.pop("GLIBC_TUNABLES", None)
+        if getattr(args, "ref_malloc", "same") == "default":  # undo launcher/malloc.py
+            from launcher.malloc import QUIET  # client side: our venv
+
+            for name in ("GLIBC_TUNABLES", "LD_PRELOAD", *QUIET):
+                env.pop(name, None)
         self.log = pathlib.Path(args.ref_log.format(size=size))
         pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log.open("w"))
         self.p = subprocess.Popen(
