@@ -22,20 +22,26 @@ SCRIPT = ROOT / "benchmarks" / "accelerator_check.py"
 SECTIONS = {"dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "dv3_seeds"}
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> tuple[dict, str, str]:
-    """One ``--tiny`` run on CPU: (the JSON report, the Markdown table, stdout)."""
-    out = tmp_path_factory.mktemp("accelerator_check")
+def _run_on_cpu(args: list[str], timeout: int) -> subprocess.CompletedProcess:
+    """``python *args`` from the repo root on the CPU backend; must exit 0."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--tiny", "--out-dir", str(out)],
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         env=env,
         cwd=ROOT,
-        timeout=300,
+        timeout=timeout,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[dict, str, str]:
+    """One ``--tiny`` run on CPU: (the JSON report, the Markdown table, stdout)."""
+    out = tmp_path_factory.mktemp("accelerator_check")
+    proc = _run_on_cpu([str(SCRIPT), "--tiny", "--out-dir", str(out)], timeout=300)
     report = json.loads((out / "accelerator_check.json").read_text())
     return report, (out / "accelerator_check.md").read_text(), proc.stdout
 
@@ -78,13 +84,14 @@ FAILING_RUN = """
 import sys, time
 sys.path.insert(0, "benchmarks")
 import accelerator_check as a
+from _accelerator_plan import row
 
 def boom(plan, found):
     raise RuntimeError("injected failure")
 
 def slow(plan, found):
     time.sleep(0.5)
-    return {"timings": {"x_s": 0.5}, "rows": [a.row("x", 0.5, "s")]}
+    return {"timings": {"x_s": 0.5}, "rows": [row("x", 0.5, "s")]}
 
 a.RUNNERS.update(dv3_step=boom, tdmpc2_step=slow)
 sys.argv = ["accelerator_check.py", "--tiny", "--budget-s", "0.3", "--out-dir", sys.argv[1],
@@ -96,16 +103,7 @@ a.main()
 def test_a_failing_section_is_recorded_and_the_rest_goes_on(tmp_path):
     """dv3_step raises (recorded, the run goes on), tdmpc2_step runs, dv3_chunk starts after
     --budget-s and is skipped; exit status 0, the table says so."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(
-        [sys.executable, "-c", FAILING_RUN, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    _run_on_cpu(["-c", FAILING_RUN, str(tmp_path)], timeout=120)
     sections = json.loads((tmp_path / "accelerator_check.json").read_text())["sections"]
     assert sections["dv3_step"]["error"] == "RuntimeError: injected failure"
     assert "injected failure" in sections["dv3_step"]["traceback"]
