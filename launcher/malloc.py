@@ -1,16 +1,16 @@
 """An allocator that keeps XLA:CPU's per-call buffers mapped: tcmalloc, else huge pages.
 
-XLA:CPU allocates every call's temporary buffer (375 MiB for the DreamerV3 1m train step,
-1.2 GiB at 12m) with ``malloc``. glibc serves any block over 32 MiB with a fresh ``mmap``
-and unmaps it on ``free``, so each call faults every page of it in again and the kernel
-zeroes it: ~97,000 minor faults and 0.14 s of kernel time in a 0.73 s 1m step, 0.9 s in a
-5.9 s 12m step (docs/PERFORMANCE.md, "Allocation"). Two remedies, best first:
+XLA:CPU allocates every call's temporary buffer (hundreds of MiB for a train step of the
+agents here) with ``malloc``. glibc serves any block over 32 MiB with a fresh ``mmap`` and
+unmaps it on ``free``, so each call faults every page of it in again and the kernel zeroes
+it: for a 400 MiB buffer ~97,000 minor faults, 0.14 s of kernel time in a 0.73 s step
+(docs/PERFORMANCE.md, "What changed (issue 28)"). Two remedies, best first:
 
 1. tcmalloc (``LD_PRELOAD``, Debian/Ubuntu package ``libtcmalloc-minimal4``) keeps freed
-   blocks for reuse: no faults and no kernel time at all (12m: 5.88 -> 5.04 s).
+   blocks for reuse: no faults and no kernel time at all (a 5.88 s step: 5.04 s).
 2. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
    transparent huge pages: ~500 faults per call, but the kernel still zeroes the pages
-   (1m: 0.73 -> 0.65 s; 12m: 5.88 -> 5.64 s). Needs no package.
+   (0.73 -> 0.65 s; 5.88 -> 5.64 s). Needs no package.
 
 Both are read only when a process starts, so :func:`reexec_with_fast_malloc` starts the
 same command line again (``os.execve``: same pid, nothing of the first start survives) with
@@ -32,7 +32,7 @@ __all__ = ["OPT_OUT", "TUNABLE", "fast_malloc_env", "reexec_with_fast_malloc"]
 
 TUNABLE = "glibc.malloc.hugetlb=1"
 OPT_OUT = "WMRL_MALLOC"  # =default keeps glibc's defaults
-# tcmalloc reports every allocation over 1 GiB on stderr (a 12m step makes one per call)
+# tcmalloc reports every allocation over 1 GiB on stderr (large models make one per call)
 QUIET = {"TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)}
 _TCMALLOC = (
     "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
