@@ -60,12 +60,13 @@ def dense_matmul(x: jax.Array, kernel: jax.Array) -> jax.Array:
     """``x [..., in] @ kernel [in, out] -> [..., out]``, with the kernel gradient computed
     as the transpose of ``g^T x`` (``[out, in]``, rows contracted) instead of ``x^T g``.
 
-    Same products, same sums: the values are bitwise those of ``x @ kernel`` and its
-    autodiff gradient here (tests/agents/common/test_blocks.py). XLA:CPU runs ``x^T g``
-    with the many rows as the contracted, major axis at a third to a half of the speed of
-    ``g^T x`` (docs/PERFORMANCE.md, "Dense kernel gradients": 21.4 against 9.3 ms for
-    16,384 rows, 640 -> 64), and folds a plain transpose of ``g^T x`` back into ``x^T g``;
-    the optimization barrier keeps the faster form.
+    Same products and the same maths as autodiff of ``x @ kernel``; XLA may sum in another
+    order, so gradients can differ in the last bits (tests/agents/common/test_blocks.py
+    bounds them against float64). XLA:CPU runs ``x^T g`` with the many rows as the
+    contracted, major axis at a third to a half of the speed of ``g^T x`` (21.4 against
+    9.3 ms for 16,384 rows, 640 -> 64; docs/PERFORMANCE.md, DreamerV3 "What changed (issue
+    28)"), and folds a plain transpose of ``g^T x`` back into ``x^T g``; the optimization
+    barrier keeps the faster form. Reverse mode only (``jax.custom_vjp``: no ``jax.jvp``).
     """
     return x @ kernel
 
@@ -110,7 +111,7 @@ def linear(
     use_bias: bool = True,
     name: str | None = None,
 ) -> Dense:
-    """:class:`Dense` ``(features)`` with explicit initializers (design §3).
+    """:class:`Dense` ``(features)`` with explicit initializers.
 
     Maps ``[..., in] -> [..., features]``; params ``kernel [in, features]`` and (when
     ``use_bias``) ``bias [features]`` (zeros by default, as in both references).

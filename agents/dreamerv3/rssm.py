@@ -57,7 +57,7 @@ class BlockLinear(nn.Module):
     reference takes ``[..., in]`` (zero-padded to a multiple of ``g``) and returns
     ``[..., units]``; the block GRU, our only user, keeps its state group-major instead, so
     the ``g`` batched dots read and write contiguous rows and the gate fusion after them
-    reads its operands in order (docs/PERFORMANCE.md, "The block GRU"). Kernel init:
+    reads its operands in order (docs/PERFORMANCE.md, DreamerV3 "What changed"). Kernel init:
     fan-in truncated normal with the fan-in of the whole layer, ``in``
     (``block_fans: False``, ``nets.py:873-884``).
     """
