@@ -31,8 +31,9 @@ off. Timings are wall medians of ``--reps`` calls after one untimed call (proces
 recorded too; on an accelerator it is the host's, not the device's). Writes
 ``accelerator_check.json`` and ``accelerator_check.md`` to ``--out-dir`` (default
 ``benchmarks/results/accelerator_<backend>_<yyyymmdd>/``) after every section, and prints the
-published figures each quantity is compared against (``AgentEntry.accelerator_seconds_per_step``,
-the figures docs/VALIDATION.md and docs/launcher.md cite) or "no published figure".
+published figures each quantity is compared against (``_accelerator_plan.PUBLISHED``, the
+figures docs/VALIDATION.md cites) or "no published figure". What it measures becomes the
+agents' ``AgentEntry.accelerator_seconds_per_step`` (the dry run's estimate) by hand.
 
 ``--tiny``: the same code on CPU-sized inputs (the CI smoke configs of
 ``conf/agent_protocol/*_smoke.yaml``, gymnax pendulum instead of walker_walk, 2 envs,

@@ -7,7 +7,7 @@ when a run builds it.
 
 from __future__ import annotations
 
-from agent_api import AgentEntry, EnvRequirements
+from agent_api import AcceleratorCost, AgentEntry, EnvRequirements
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
 from agents.dreamerv3.paper import PAPER
 
@@ -77,6 +77,16 @@ ENTRY = AgentEntry(
     # docs/PERFORMANCE.md, DreamerV3 "Whole-loop throughput": 0.33 s per row at 1m, and the
     # 12m train step, 4.9 s, halved, on a quiet 2-core box; slower CPUs take longer).
     cpu_seconds_per_step={"1m": 0.33, "12m": 2.5},
-    accelerator_seconds_per_step={},  # no figure known: a dry run says unknown
+    # Measured with this project on one H200 (benchmarks/accelerator_check.py, the whole
+    # 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md "Accelerator
+    # check"). The 1m preset was not timed: a dry run says unknown.
+    accelerator_seconds_per_step={
+        "12m": AcceleratorCost(
+            seconds_per_step=0.0122,
+            device="one NVIDIA H200 (JAX 0.11.2), 16 envs",
+            source="benchmarks/results/accelerator_gpu_20261204 (dv3_chunk)",
+            measured_here=True,
+        )
+    },
     paper=PAPER,
 )

@@ -62,16 +62,18 @@ ENTRY = AgentEntry(
     # (docs/PERFORMANCE.md: the learning checks' CPU time per step at size 1, the
     # speed table's plan + update at size 5). Larger presets are not measured.
     cpu_seconds_per_step={1: 0.40, 5: 0.95},
-    # Not measured with this project: the reference author's PyTorch figure for the 5M
-    # model (1.5 h per 1M env frames = 500K agent steps at repeat 2). No figure is known
-    # for the other presets; they are left out (estimated as unknown).
+    # Measured with this project on one H200 (benchmarks/accelerator_check.py, the whole
+    # size-5 chunk on walker_walk, 1 env, one seed; docs/PERFORMANCE.md "Accelerator
+    # check"): slower than the reference author's 0.0108 s on an RTX 3090 with
+    # torch.compile (nicklashansen/tdmpc2 issue #83): update + plan are 4.9 ms of the
+    # 14.5; the rest (one MJX env's physics, collection, replay) is not broken down yet.
+    # Other presets: unknown.
     accelerator_seconds_per_step={
         5: AcceleratorCost(
-            seconds_per_step=0.0108,
-            device="RTX 3090 (torch.compile)",
-            source="reference author's figure, ~1.5 h per 1M env frames at action repeat 2 "
-            "(nicklashansen/tdmpc2 issue #83)",
-            measured_here=False,
+            seconds_per_step=0.0145,
+            device="one NVIDIA H200 (JAX 0.11.2), 1 env",
+            source="benchmarks/results/accelerator_gpu_20261204 (tdmpc2_chunk)",
+            measured_here=True,
         )
     },
     paper=PAPER,

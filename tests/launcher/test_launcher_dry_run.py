@@ -17,19 +17,22 @@ from launcher import dry_run, guards
 from launcher.cli import check_overrides, compose_spec
 
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "tdmpc2_paper_dmc.yaml"
-PAPER_JOB_HOURS = 18.0  # 2M agent steps x 3 seeds x 0.0108 s (the reference's 5M figure)
+# 2M agent steps x 3 seeds x 0.0145 s (TD-MPC2 5M, measured on one H200)
+PAPER_JOB_HOURS = 2_000_000 * 3 * 0.0145 / 3600
 
 
-def test_only_known_figures_are_declared():
-    (cost,) = TDMPC2.accelerator_seconds_per_step.values()
-    assert list(TDMPC2.accelerator_seconds_per_step) == [5]  # not 19 (no figure known)
-    assert (cost.seconds_per_step, cost.measured_here) == (0.0108, False)
-    assert "nicklashansen/tdmpc2 issue #83" in cost.source and "RTX 3090" in cost.device
-    assert DREAMER.accelerator_seconds_per_step == {}
+def test_only_measured_figures_are_declared():
+    (td,) = TDMPC2.accelerator_seconds_per_step.values()
+    (dv3,) = DREAMER.accelerator_seconds_per_step.values()
+    assert list(TDMPC2.accelerator_seconds_per_step) == [5]  # not 19 (not timed)
+    assert list(DREAMER.accelerator_seconds_per_step) == ["12m"]  # not 1m
+    for cost in (td, dv3):
+        assert cost.measured_here and "H200" in cost.device
+        assert "benchmarks/results/accelerator_gpu_20261204" in cost.source
     assert MULTITASK.accelerator_seconds_per_step == {}
 
 
-def test_a_tdmpc2_paper_job_is_18_accelerator_hours():
+def test_a_tdmpc2_paper_job_is_24_accelerator_hours():
     spec = compose_spec(["+dry_run=true"])  # the paper protocol on walker_walk, 5M
     job = dry_run.estimate(spec, index=3, cores=1)
     assert (job.index, job.env, job.agent, job.model_size) == (
@@ -41,16 +44,22 @@ def test_a_tdmpc2_paper_job_is_18_accelerator_hours():
     assert (job.seeds, job.agent_steps, job.env_frames) == (3, 2_000_000, 4_000_000)
     assert job.accelerator_hours == pytest.approx(PAPER_JOB_HOURS)
     text = dry_run.format_plan([job], cores=1)
-    assert "total: 1 job, 3 seed-runs, 18.0 accelerator hours" in text
-    assert "reference author's figure" in text and "not measured with this project" in text
+    assert f"total: 1 job, 3 seed-runs, {PAPER_JOB_HOURS:.1f} accelerator hours" in text
+    assert "measured with this project" in text and "H200" in text
     assert "upper bound" in text
 
 
-def test_a_dreamerv3_job_is_unknown_with_the_cpu_estimate_for_comparison():
-    spec = compose_spec(["agent=dreamerv3", "env=walker_walk"])
+def test_a_dreamerv3_paper_job_is_its_rows_times_seeds_times_the_measured_step():
+    job = dry_run.estimate(compose_spec(["agent=dreamerv3", "env=walker_walk"]), cores=1)
+    assert (job.model_size, job.seeds, job.agent_steps) == ("dreamerv3_12m", 5, 250_000)
+    assert job.accelerator_hours == pytest.approx(250_000 * 5 * 0.0122 / 3600)
+
+
+def test_a_job_without_a_figure_is_unknown_with_the_cpu_estimate_for_comparison():
+    spec = compose_spec(["agent=dreamerv3", "env=walker_walk", "model_size=dreamerv3_1m"])
     job = dry_run.estimate(spec, cores=1)
     assert job.cost is None and job.accelerator_hours is None
-    unknown = "unknown (no accelerator figure for agent=dreamerv3 model_size=dreamerv3_12m)"
+    unknown = "unknown (no accelerator figure for agent=dreamerv3 model_size=dreamerv3_1m)"
     assert job.unknown == unknown
     cpu_hours = guards.estimate_cpu_seconds(spec, cores=1)[0] / 3600
     assert cpu_hours > 0 and job.cpu_exact
@@ -67,7 +76,8 @@ def test_a_mixed_plan_totals_the_known_jobs_and_names_the_unknown_ones():
     assert big.cost is None and not big.cpu_exact  # 19M: no figure of either kind
     total = dry_run.total_line([known, big], cores=1)
     assert total.startswith(
-        "total: 2 jobs, 6 seed-runs, 18.0 accelerator hours for the 1 job with a figure; "
+        f"total: 2 jobs, 6 seed-runs, {PAPER_JOB_HOURS:.1f} accelerator hours for the 1 job "
+        "with a figure; "
         "the other 1: accelerator hours unknown (no accelerator figure for agent=tdmpc2 "
         "model_size=tdmpc2_19); CPU for comparison: at least "
     )
@@ -94,7 +104,7 @@ def test_the_cli_prints_the_sweep_plan_and_creates_nothing(tmp_path):
     lines = proc.stdout.splitlines()
     rows = [line.split() for line in lines if line.split()[:1] and line.split()[0].isdigit()]
     assert [(int(r[0]), r[1]) for r in rows] == list(enumerate(envs))
-    assert all(r[2:4] == ["tdmpc2", "tdmpc2_5"] and r[-2] == "18.0" for r in rows)
+    assert all(r[2:4] == ["tdmpc2", "tdmpc2_5"] and r[-2] == f"{PAPER_JOB_HOURS:.1f}" for r in rows)
     hours = len(envs) * PAPER_JOB_HOURS
     assert (
         f"total: {len(envs)} jobs, {3 * len(envs)} seed-runs, {hours:,.1f} accelerator hours"
