@@ -237,14 +237,22 @@ class WorldModel:
             sel = jax.tree_util.tree_map(lambda p: jnp.take(p, members, axis=0), qs)
         x = _za(params, z, a, task)
         module = self.q_module
-        if dropout_key is None or self.cfg.dropout <= 0.0:
-            return jax.vmap(lambda p: module.apply({"params": p}, x))(sel)
+        drop = dropout_key is not None and self.cfg.dropout > 0.0
 
         def one(p: Params, m: jax.Array) -> jax.Array:
+            if not drop:
+                return module.apply({"params": p}, x)
             rng = jax.random.fold_in(dropout_key, m)
             return module.apply({"params": p}, x, deterministic=False, rngs={"dropout": rng})
 
-        return jax.vmap(one)(sel, members)
+        if jax.default_backend() != "cpu":
+            return jax.vmap(one)(sel, members)
+        # On CPU, one plain MLP per member: vmapping them merges the members' first layers
+        # into one [rows, M * mlp] dot whose [rows, M, mlp] <-> [M, rows, mlp] re-layout
+        # copies (forward and backward) cost more than the merge saves (docs/PERFORMANCE.md,
+        # TD-MPC2 "What changed"). Same maths, same dropout masks.
+        member = [jax.tree_util.tree_map(lambda p, i=i: p[i], sel) for i in range(len(members))]
+        return jnp.stack([one(p, members[i]) for i, p in enumerate(member)])
 
     def q_value(
         self,
