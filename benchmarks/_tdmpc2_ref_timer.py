@@ -15,6 +15,11 @@ cuda->cpu device rewrite of the constructor), then times
 * ``agent.act(obs, t0=False)`` (one ``act(t0=True)`` first, so ``_prev_mean`` exists);
 * a 2048 x 2048 float32 ``torch.mm`` (torch's sgemm rate at this thread count).
 
+``--multitask JSON`` (``benchmarks/tdmpc2_offline_speed.py --ref``): the multi-task agent
+instead (``make_mt_cfg`` with the JSON's ``tasks`` ``[[name, obs_dim, action_dim,
+episode_length], ...]`` and ``task_dim``), its ``update(buffer)`` only, the buffer also
+returning random task ids ``[B]``; ``act`` is not timed.
+
 Each: ``--warmup`` untimed calls, then ``--repeats`` timed calls; wall (``perf_counter``) and
 process CPU time (``process_time``, all threads) per call. Prints one JSON object on the last
 line of stdout. Nothing of the reference is copied here.
@@ -38,18 +43,47 @@ import _ref_harness as H  # noqa: E402
 
 
 class RandomBuffer:
-    """``sample()`` -> fresh random (obs, action, reward, None) in the reference's layout."""
+    """``sample()`` -> fresh random (obs, action, reward, task) in the reference's layout;
+    ``task`` is None, or random ids ``[B]`` in ``[0, num_tasks)`` for a multi-task agent."""
 
-    def __init__(self, cfg, obs_dim: int, action_dim: int, seed: int):
+    def __init__(self, cfg, obs_dim: int, action_dim: int, seed: int, num_tasks: int = 0):
         self.g = torch.Generator().manual_seed(seed)
         self.shape = (cfg.horizon, cfg.batch_size, obs_dim, action_dim)
+        self.num_tasks = num_tasks
 
     def sample(self):
         h, b, o, a = self.shape
         obs = torch.randn((h + 1, b, o), generator=self.g)
         action = torch.rand((h, b, a), generator=self.g) * 2 - 1
         reward = torch.randn((h, b, 1), generator=self.g)
-        return obs, action, reward, None
+        if not self.num_tasks:
+            return obs, action, reward, None
+        return obs, action, reward, torch.randint(self.num_tasks, (b,), generator=self.g)
+
+
+def time_multitask(args, spec: dict) -> None:
+    """The multi-task agent's ``update(buffer)`` (``--multitask``): one JSON line."""
+    torch.set_num_threads(args.threads)
+    torch.set_default_dtype(torch.float32)
+    ref = H.load_reference(args.ref)
+    tasks = [tuple(t) for t in spec["tasks"]]
+    cfg = H.make_mt_cfg(
+        ref,
+        tasks=tasks,
+        task_dim=spec["task_dim"],
+        model_size=args.size,
+        batch_size=args.batch,
+        horizon=args.horizon,
+    )
+    H.seed_all(args.seed)
+    agent = H.build_agent(ref, cfg)
+    n_params = sum(p.numel() for n, p in agent.model.named_parameters() if "_target" not in n)
+    o_max, a_max = max(t[1] for t in tasks), max(t[2] for t in tasks)
+    buffer = RandomBuffer(cfg, o_max, a_max, args.seed, num_tasks=len(tasks))
+    upd = timed(lambda: agent.update(buffer), args.warmup, args.repeats)
+    out = {"size": args.size, "batch": args.batch, "threads": torch.get_num_threads()}
+    out.update(torch=torch.__version__, ref_commit=H.REF_COMMIT, params=int(n_params))
+    print(json.dumps({**out, "tasks": tasks, "task_dim": spec["task_dim"], "update": upd}))
 
 
 def main() -> None:
@@ -69,7 +103,10 @@ def main() -> None:
     p.add_argument("--elites", type=int, default=64)
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--multitask", default="", help="JSON {tasks, task_dim}: time MT update()")
     args = p.parse_args()
+    if args.multitask:
+        return time_multitask(args, json.loads(args.multitask))
 
     torch.set_num_threads(args.threads)
     torch.set_default_dtype(torch.float32)

@@ -1,18 +1,28 @@
 """Offline multi-task TD-MPC2: CPU seconds per update (``agents/tdmpc2/offline.py``); not CI.
 
-    .venv/bin/python benchmarks/tdmpc2_offline_speed.py --size 1 --batch 1024 --ticks 20
+    .venv/bin/python benchmarks/tdmpc2_offline_speed.py --size 1 --batch 1024 --ticks 20 \
+        [--ref REF_CHECKOUT --ref-python REF_VENV_PYTHON]
 
 One seed through the launcher's seed program (the dataset as the shared argument) on a
 synthetic dataset with the ``mt3_cpu`` task set's dims (60 episodes per task), chunks of
 ``--ticks`` updates; prints wall / CPU medians per update and the bytes (dataset, train
 state per seed). The numbers back ``cpu_seconds_per_step`` of the multi-task entry.
+
+``--ref`` / ``--ref-python`` (a nicklashansen/tdmpc2 checkout at 5f6fade and a torch venv,
+docs/PERFORMANCE.md): also the reference's multi-task ``update()`` at the same task dims,
+size, batch and task_dim, one thread, in a subprocess (``_tdmpc2_ref_timer.py
+--multitask``), after ours. Ours is through the seed program (dataset sampling included);
+the reference's buffer hands over fresh random tensors, so its figure has no sampling in it.
+Run under ``taskset -c 0``: the subprocess inherits the pinning.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import subprocess
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
@@ -27,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=60)
+    parser.add_argument("--ref", default="", help="reference checkout (5f6fade); '' = ours only")
+    parser.add_argument("--ref-python", default="", help="the reference venv's python")
     args = parser.parse_args(argv)
 
     import jax
@@ -64,8 +76,27 @@ def main(argv: list[str] | None = None) -> int:
         "memory_bytes": agent.memory_bytes(),
         "backend": jax.default_backend(),
     }
+    if args.ref:
+        tasks = [[i.name, i.obs_dim, i.action_dim, i.episode_length] for i in infos]
+        out["reference"] = reference_update(args, tasks, cfg.task_dim)
+        sec = out["reference"]["update"]["cpu_median_s"]
+        out["ratio_ref_over_ours_cpu"] = sec / out["cpu_s_per_update"]
     print(json.dumps(out, indent=1))
     return 0
+
+
+def reference_update(args, tasks: list, task_dim: int) -> dict:
+    """The reference's multi-task ``update()`` timed in its venv (one JSON line back)."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    spec = json.dumps({"tasks": tasks, "task_dim": task_dim})
+    cmd = [args.ref_python, str(root / "benchmarks" / "_tdmpc2_ref_timer.py"), "--ref", args.ref]
+    cmd += ["--size", str(args.size), "--batch", str(args.batch), "--threads", "1"]
+    cmd += ["--repeats", str(args.repeats), "--multitask", spec]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, check=False)
+    if p.returncode:
+        raise SystemExit(f"reference timer exited {p.returncode}:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

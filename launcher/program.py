@@ -1,16 +1,21 @@
-"""The agent's pure functions of one seed, vmapped over seeds, jitted, compiled ahead.
+"""The agent's pure functions of one seed, mapped over seeds, jitted, compiled ahead.
 
-    init      = jit(vmap(agent.init))
-    train     = jit(vmap(agent.train, in_axes=(0, None)))     ticks unbatched
+    init      = jit(over_seeds(agent.init))
+    train     = jit(over_seeds(agent.train, in_axes=(0, None)))     ticks unbatched
                 (in_axes=(0, None, None), + shared, for an agent with shared_inputs())
-    evaluate  = jit(vmap(agent.evaluate))
-    migrate   = jit(vmap(agent.migrate))                       resumed runs of a new length
+    evaluate  = jit(over_seeds(agent.evaluate))
+    migrate   = jit(over_seeds(agent.migrate))                 resumed runs of a new length
+
+:func:`over_seeds` is ``jax.vmap`` on accelerators and a loop over seeds (``lax.map``) on
+CPU, where a batched program runs each seed slower than the plain one (even a batch of
+one seed: see its docstring).
 
 ``train`` is compiled ahead of its first call (:meth:`SeedProgram.compile_train`), so
 the run loop can show "compiling" and keep compile time out of its steps/s. Every
 chunk has the same number of ticks, so it compiles once (a shorter last chunk once
 more). With several local devices the seed axis is sharded over them
-(``jax.sharding``; the largest device count that divides the number of seeds).
+(``jax.shard_map``; the largest device count that divides the number of seeds), each
+device mapping over its own seeds.
 """
 
 from __future__ import annotations
@@ -35,6 +40,34 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitter
 # XLA's defaults, for a program that must run fast where FAST_COMPILE is the default
 # (the test session, tests/conftest.py, sets FAST_COMPILE for every program via XLA_FLAGS).
 FULL_OPTIMIZATION = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+
+
+def over_seeds(fn: Any, in_axes: Sequence[int | None] | None = None) -> Any:
+    """``fn`` of one seed over the leading seed axis of its arguments (``in_axes``: 0 for a
+    seed-batched argument, None for one all seeds share; default all 0).
+
+    On accelerators ``jax.vmap``. On CPU ``jax.lax.map`` (one seed after the other, the
+    shared arguments closed over): XLA:CPU runs a seed-batched program slower per seed than
+    the unbatched one, even for a batch of one (a train step 25-35% slower vmapped over one
+    seed, measured on both agents: docs/PERFORMANCE.md "Seeds on CPU"). Both give every seed
+    the same maths; results can differ in the last bits. The result keeps ``fn``'s name
+    (it names the compiled program and its cache entry).
+    """
+    if jax.default_backend() != "cpu":
+        return jax.vmap(fn, in_axes=0 if in_axes is None else tuple(in_axes))
+
+    @functools.wraps(fn)
+    def looped(*args: Any) -> Any:
+        axes = (0,) * len(args) if in_axes is None else tuple(in_axes)
+        seeded = tuple(a for a, ax in zip(args, axes, strict=True) if ax == 0)
+
+        def one(xs: tuple[Any, ...]) -> Any:
+            it = iter(xs)
+            return fn(*(next(it) if ax == 0 else a for a, ax in zip(args, axes, strict=True)))
+
+        return jax.lax.map(one, seeded)
+
+    return looped
 
 
 def xla_flags(options: dict[str, Any]) -> str:
@@ -63,13 +96,10 @@ class SeedProgram:
         count = len(devices) if shard else 1
         self.n_devices = max(d for d in range(1, count + 1) if n_seeds % d == 0)
         self._compiled: dict[int, Any] = {}
-        init = jax.vmap(self._counted("init", agent.init))
         # Arrays all seeds read (agent_api: shared_inputs), an unbatched program argument.
         shared = getattr(agent, "shared_inputs", None)
         self.shared = shared() if callable(shared) else None
         axes = (0, None) if self.shared is None else (0, None, None)
-        train = jax.vmap(self._counted("train", agent.train), in_axes=axes)
-        evaluate = jax.vmap(self._counted("evaluate", agent.evaluate))
         if self.n_devices > 1:
             from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -77,21 +107,43 @@ class SeedProgram:
             seeded = NamedSharding(mesh, PartitionSpec("seed"))
             whole = NamedSharding(mesh, PartitionSpec())
             self.seed_sharding: Any = seeded
+
+            def batched(name: str, fn: Any, in_axes: tuple[int | None, ...]) -> Any:
+                # Each device maps over its own seeds; nothing crosses devices.
+                specs = tuple(PartitionSpec("seed") if a == 0 else PartitionSpec() for a in in_axes)
+                local = over_seeds(self._counted(name, fn), in_axes)
+                # check_vma off: the agents' inner scans mix per-seed and replicated
+                # carries, which the varying-axis check rejects; no collective runs here.
+                return jax.shard_map(
+                    local,
+                    mesh=mesh,
+                    in_specs=specs,
+                    out_specs=PartitionSpec("seed"),
+                    check_vma=False,
+                )
+
+            init = batched("init", agent.init, (0,))
             self.init = jit(init, in_shardings=seeded, out_shardings=seeded)
             ins = (seeded, whole) if self.shared is None else (seeded, whole, whole)
-            self._train = jit(train, in_shardings=ins, out_shardings=(seeded, seeded))
+            self._train = jit(
+                batched("train", agent.train, axes),
+                in_shardings=ins,
+                out_shardings=(seeded, seeded),
+            )
             if self.shared is not None:
                 self.shared = jax.device_put(self.shared, whole)
             self.evaluate = jit(
-                evaluate, in_shardings=(seeded, seeded), out_shardings=(seeded, seeded)
+                batched("evaluate", agent.evaluate, (0, 0)),
+                in_shardings=(seeded, seeded),
+                out_shardings=(seeded, seeded),
             )
         else:
             self.seed_sharding = None
             if self.shared is not None:
                 self.shared = jax.device_put(self.shared)
-            self.init = jit(init)
-            self._train = jit(train)
-            self.evaluate = jit(evaluate)
+            self.init = jit(over_seeds(self._counted("init", agent.init)))
+            self._train = jit(over_seeds(self._counted("train", agent.train), axes))
+            self.evaluate = jit(over_seeds(self._counted("evaluate", agent.evaluate)))
 
     def _counted(self, name: str, fn: Any) -> Any:
         """``fn`` that counts its traces (each trace of a jitted function is a compile)."""
@@ -140,7 +192,7 @@ class SeedProgram:
     def migrate(self, state: Any, saved_env_steps: int) -> Any:
         """``agent.migrate`` over seeds (a resumed run whose length changed)."""
         fn = jax.jit(
-            jax.vmap(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)),
+            over_seeds(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)),
             compiler_options=self.options,
         )
         return self.place(fn(state))

@@ -91,7 +91,7 @@ MULTITASK = AgentEntry(
     bounds={**ENTRY.bounds, "task_dim": (1, None)},
     # One update at batch 1024, one seed pinned to one core (docs/PERFORMANCE.md,
     # benchmarks/tdmpc2_offline_speed.py); an evaluation adds its episodes' decisions.
-    cpu_seconds_per_step={1: 1.72, 5: 4.85},
+    cpu_seconds_per_step={1: 0.62, 5: 1.64},
     accelerator_seconds_per_step={},  # no figure known: a dry run says unknown
     model_size_owner="tdmpc2",  # the tdmpc2_<size> presets
 )
