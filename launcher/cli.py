@@ -153,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not (special or custom):
         try:
-            specs = check_overrides(args.overrides, multirun=args.multirun)
+            specs = check_overrides(args.overrides, args.multirun, budget=not args.cfg)
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

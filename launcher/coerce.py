@@ -39,6 +39,17 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", str(hint))
 
 
+def _as_list(key: str, value: Any) -> str:
+    """The fix for a scalar given where a list is expected (``protocol.seeds=3``)."""
+    if value is None or isinstance(value, Mapping):
+        return ""
+    text = f"; write a list, e.g. {key}=[{value}]"
+    if key.endswith("seeds") and isinstance(value, int) and 1 < value <= 10:
+        text += f" for seed {value} alone, or {key}=[{','.join(map(str, range(value)))}]"
+        text += f" for {value} seeds"
+    return text
+
+
 def coerce(key: str, value: Any, hint: Any) -> Any:
     """``value`` checked against the type ``hint`` (int, float, bool, str, ``X | None``,
     ``tuple[X, ...]``). Ints are accepted for floats, integral floats (``1e6``) for ints;
@@ -57,7 +68,9 @@ def coerce(key: str, value: Any, hint: Any) -> Any:
         raise ConfigError(f"{key}: expected {_type_name(hint)}, got {describe(value)}")
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise ConfigError(f"{key}: expected {_type_name(hint)}, got {describe(value)}")
+            raise ConfigError(
+                f"{key}: expected {_type_name(hint)}, got {describe(value)}{_as_list(key, value)}"
+            )
         return tuple(coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
     if hint is bool:
         if isinstance(value, bool):

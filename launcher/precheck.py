@@ -74,10 +74,13 @@ def _check_key(cfg: Any, key: str) -> None:
         node = node[part]
 
 
-def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[RunSpec]:
+def check_overrides(
+    overrides: Sequence[str], multirun: bool = False, budget: bool = True
+) -> list[RunSpec]:
     """Validate every job ``python -m launcher [-m] OVERRIDES`` would run.
 
-    Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError.
+    Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError. ``budget``
+    False skips the CPU-time refusal (``--cfg``: printing a config runs nothing).
     """
 
     from launcher import build, guards
@@ -117,7 +120,8 @@ def check_overrides(overrides: Sequence[str], multirun: bool = False) -> list[Ru
     for job, cfg in zip(jobs, compose_all(jobs, hydra_node=True), strict=True):
         spec = resolve(job_config(cfg))
         build.precheck(spec)
-        guards.check_cpu_budget(spec)
+        if budget:
+            guards.check_cpu_budget(spec)
         out = _output_dir(cfg, multirun)
         guards.check_run_dir_path(out)
         if out in dirs:  # e.g. a sweep over logger=...: not part of the run's identity

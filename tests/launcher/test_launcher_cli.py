@@ -12,7 +12,8 @@ import jax
 import pytest
 from launcher_fakes import FAKE_CLI
 
-from launcher.cli import compose_spec, main
+from launcher.cli import check_overrides, compose_spec, main
+from launcher.errors import ConfigError
 from launcher.evaluate import main as evaluate_main
 from launcher.report import main as report_main
 from launcher.rundir import RunDir
@@ -41,7 +42,8 @@ BATTERY = [
     (["protocol.n_timesteps=-5"], "protocol.n_timesteps: must be an int >= 1, got -5"),
     (["protocol.seeds=[]"], "protocol.seeds: expected a non-empty list"),
     (["protocol.seeds=[0,0]"], "protocol.seeds: seeds must be distinct"),
-    (["protocol.seeds=7"], "protocol.seeds: expected a list of int, got 7 (int)"),
+    (["protocol.seeds=7"], "protocol.seeds: expected a list of int, got 7 (int); write a list"),
+    (["protocol.seeds=3"], "e.g. protocol.seeds=[3] for seed 3 alone, or protocol.seeds=[0,1,2]"),
     (["protocol.eval_frequency=15"], "protocol.eval_frequency: 15 is not a multiple of"),
     (["protocol.log_frequency=100"], "protocol.log_frequency: 100 exceeds protocol.n_timesteps"),
     (["env.action_repeat=0"], "env.action_repeat: must be an int >= 1, got 0"),
@@ -192,3 +194,14 @@ def test_cfg_job_shows_the_env_quick_runs(capsys):
     code, out, _ = run_main(["--cfg", "job", "protocol=quick"], capsys)
     assert code == 0
     assert "id: pendulum" in out and "name: quick" in out
+
+
+@pytest.mark.parametrize("what", ["job", "hydra"])
+def test_cfg_prints_a_config_the_cpu_budget_would_refuse_to_run(what, capsys):
+    long_run = ["agent=dreamerv3", "env=walker_walk"]  # the paper protocol: days on a CPU
+    if jax.default_backend() == "cpu":
+        with pytest.raises(ConfigError, match="allow_long_cpu_run"):
+            check_overrides(long_run)
+    code, out, err = run_main(["--cfg", what, *long_run], capsys)
+    assert (code, err) == (0, "")
+    assert ("name: paper" in out) if what == "job" else ("run:" in out)
