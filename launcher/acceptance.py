@@ -137,9 +137,15 @@ def judge_task(
     paper ``budget`` (env frames), the registered ``seeds``, the keys where the run's
     identity differs from the registered protocol (``deviations``; non-empty: off
     protocol). An off-protocol run shorter than the budget is scored on the window of its
-    own last x, against the reference on that same window, for information."""
+    own last x, against the reference on that same window, for information; a run with no
+    reference (or no budget) on the last tenth of its own x, never its first point."""
     final = max((x for points in ours.values() for x, _ in points), default=0.0)
-    span = budget if not deviations else min(budget, final) if final > 0 else budget
+    if reference is None or budget <= 0:
+        span = final
+    elif deviations:
+        span = min(budget, final) if final > 0 else budget
+    else:
+        span = budget
     lo, hi = window(span, rule)
     mine = window_means(ours, lo, hi)
     theirs = window_means(reference, lo, hi) if reference is not None else {}

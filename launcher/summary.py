@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
+from launcher.rundir import read_metrics
 from launcher.schema import RunSpec
 
 RETURN_KEYS = (("train", "Train/episodic mean reward"), ("eval", "Eval/episodic mean reward"))
@@ -67,9 +69,30 @@ def summary(result: RunResult) -> str:
         rows = result.final_train if name == "train" else result.final_eval
         values = [r.get(key) for r in rows]
         if any(v is not None for v in values):
-            shown = ", ".join(
-                f"seed {s}: {v:.1f}" if v is not None else f"seed {s}: n/a"
-                for s, v in zip(spec.protocol.seeds, values, strict=False)
-            )
+            files = [*result.metrics_files, *[None] * len(values)]
+            texts = [_final(v, name, key, f) for v, f in zip(values, files, strict=False)]
+            seeds = spec.protocol.seeds
+            shown = ", ".join(f"seed {s}: {t}" for s, t in zip(seeds, texts, strict=False))
             lines.append(f"final {name}:  {shown}")
     return "\n".join(lines)
+
+
+def _final(value: Any, kind: str, key: str, metrics_file: Path | None) -> str:
+    """A seed's final return; where the last chunk had none (no episode ended in it: NaN),
+    the last finite one in its metrics file and its step."""
+    if value is not None and math.isfinite(value):
+        return f"{value:.1f}"
+    last = _last_finite(metrics_file, kind, key) if metrics_file is not None else None
+    if last is None:
+        return "n/a (no episode has ended yet)"
+    return f"{last[0]:.1f} at step {last[1]:,} (no episode ended after it)"
+
+
+def _last_finite(path: Path, kind: str, key: str) -> tuple[float, int] | None:
+    if not path.exists():
+        return None
+    for row in reversed(read_metrics(path)):
+        v = row.get(key)
+        if row.get("kind") == kind and isinstance(v, int | float) and math.isfinite(v):
+            return float(v), int(row.get("timestep", 0))
+    return None

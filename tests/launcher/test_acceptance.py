@@ -86,6 +86,16 @@ def test_no_reference():
     assert v.status == acc.NO_REFERENCE and v.bar is None and v.reference is None
 
 
+@pytest.mark.parametrize("budget", [0, BUDGET])
+def test_a_run_without_a_reference_is_scored_on_its_own_last_tenth(budget):
+    """The untrained first evaluation (x = 0) never stands for the run (a quick run: 6,000
+    steps, evaluated every 1,000 from step 0)."""
+    xs = range(0, 6_001, 1_000)
+    ours = {0: [(x, -1400.0 + 0.2 * x) for x in xs]}  # -1400 at 0 ... -200 at 6000
+    v = acc.judge_task("pendulum", "tdmpc2", ours, None, budget, seeds=(0,))
+    assert v.window == (5_400, 6_000) and v.ours == -200.0
+
+
 def _verdicts(scores: list[float], ref=REF):
     return [
         acc.judge_task(f"t{i}", "tdmpc2", {s: flat(v) for s in SEEDS}, ref, BUDGET, seeds=SEEDS)

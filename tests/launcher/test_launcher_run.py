@@ -300,3 +300,45 @@ def test_progress_bar_shows_steps_rate_returns_and_eta(capsys):
     err = capsys.readouterr().err
     assert "demo" in err and "50/100" in err and "456 steps/s" in err
     assert "train -123.4" in err and "eval -98.7" in err and "<" in err  # elapsed<ETA
+
+
+def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chunk_had_none(
+    tmp_path,
+):
+    """No episode ended in the last chunk (NaN by contract): the summary shows the last
+    finite return and its step from the seed's metrics file, never ``nan``."""
+    from launcher.summary import RunResult
+
+    spec = resolve(fake_config())
+    key = "Train/episodic mean reward"
+    files = [tmp_path / "seed_0.jsonl", tmp_path / "seed_1.jsonl"]
+    rows0 = [
+        {"kind": "train", "timestep": 20, key: -300.0},
+        {"kind": "eval", "timestep": 20, "Eval/episodic mean reward": -100.0},
+        {"kind": "train", "timestep": 40, key: -250.5},
+        {"kind": "train", "timestep": 60, key: float("nan")},
+    ]
+    files[0].write_text("\n".join(json.dumps(r) for r in rows0) + "\n")
+    files[1].write_text(json.dumps({"kind": "train", "timestep": 60, key: None}) + "\n")
+    result = RunResult(
+        run_dir=tmp_path,
+        spec=spec,
+        n_chunks=3,
+        chunks_done=3,
+        resumed_from=None,
+        stopped_early=False,
+        final_train=[{key: float("nan")}, {key: -7.25}],
+        final_eval=[],
+        metrics_files=files,
+        plot=None,
+        wandb_dirs=[],
+        compiles={},
+        n_devices=1,
+    )
+    (line,) = [x for x in summary(result).splitlines() if x.startswith("final train")]
+    assert line == (
+        "final train:  seed 0: -250.5 at step 40 (no episode ended after it), seed 1: -7.2"
+    )
+    result.final_train = [{key: float("nan")}, {key: float("nan")}]
+    (line,) = [x for x in summary(result).splitlines() if x.startswith("final train")]
+    assert line.endswith("seed 1: n/a (no episode has ended yet)") and "nan" not in line
