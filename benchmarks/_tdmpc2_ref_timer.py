@@ -61,6 +61,14 @@ class RandomBuffer:
         return obs, action, reward, torch.randint(self.num_tasks, (b,), generator=self.g)
 
 
+def seeded_agent(ref, cfg, seed: int):
+    """The reference agent built after seeding, and its trained parameter count."""
+    H.seed_all(seed)
+    agent = H.build_agent(ref, cfg)
+    n_params = sum(p.numel() for n, p in agent.model.named_parameters() if "_target" not in n)
+    return agent, n_params
+
+
 def time_multitask(args, spec: dict) -> None:
     """The multi-task agent's ``update(buffer)`` (``--multitask``): one JSON line."""
     torch.set_num_threads(args.threads)
@@ -75,9 +83,7 @@ def time_multitask(args, spec: dict) -> None:
         batch_size=args.batch,
         horizon=args.horizon,
     )
-    H.seed_all(args.seed)
-    agent = H.build_agent(ref, cfg)
-    n_params = sum(p.numel() for n, p in agent.model.named_parameters() if "_target" not in n)
+    agent, n_params = seeded_agent(ref, cfg, args.seed)
     o_max, a_max = max(t[1] for t in tasks), max(t[2] for t in tasks)
     buffer = RandomBuffer(cfg, o_max, a_max, args.seed, num_tasks=len(tasks))
     upd = timed(lambda: agent.update(buffer), args.warmup, args.repeats)
@@ -124,9 +130,7 @@ def main() -> None:
         num_elites=args.elites,
         iterations=args.iterations,
     )
-    H.seed_all(args.seed)
-    agent = H.build_agent(ref, cfg)
-    n_params = sum(p.numel() for n, p in agent.model.named_parameters() if "_target" not in n)
+    agent, n_params = seeded_agent(ref, cfg, args.seed)
     buffer = RandomBuffer(cfg, args.obs, args.action, args.seed)
 
     upd = timed(lambda: agent.update(buffer), args.warmup, args.repeats)
