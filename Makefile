@@ -2,21 +2,27 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs: what `make run` needs (the package), and the test / lint tools on top.
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.cache/jax
 export MUJOCO_GL ?= disable
 
 .PHONY: install run test lint format bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(RUN_STAMP): pyproject.toml Makefile
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/python -m launcher agent=tdmpc2 env=pendulum protocol=quick
 
 test: $(STAMP)

@@ -70,6 +70,36 @@ def test_the_wmrl_console_script_is_declared_and_installed():
     assert script.is_file() and os.access(script, os.X_OK)
 
 
+def _make_rule(makefile: str, target: str) -> tuple[list[str], list[str]]:
+    """(prerequisites, recipe lines) of ``target`` in a Makefile's text."""
+    lines = makefile.splitlines()
+    (i,) = [k for k, line in enumerate(lines) if line.startswith(f"{target}:")]
+    recipe = []
+    for line in lines[i + 1 :]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    return lines[i].split(":", 1)[1].split(), recipe
+
+
+def test_make_run_installs_the_package_without_the_test_extras():
+    makefile = (ROOT / "Makefile").read_text()
+    variables = dict(re.findall(r"^(\w+) :?= (.+)$", makefile, re.M))
+    (stamp,) = _make_rule(makefile, "run")[0]
+    assert stamp == "$(RUN_STAMP)" and variables["RUN_STAMP"] == "$(VENV)/.installed-run"
+    _, recipe = _make_rule(makefile, "$(RUN_STAMP)")
+    installs = [line for line in recipe if " install " in line]
+    assert installs[-1].endswith("pip install -q -e .") and "[test]" not in " ".join(recipe)
+    assert _make_rule(makefile, "test")[0] == ["$(STAMP)"]
+    assert _make_rule(makefile, "$(STAMP)")[0] == ["$(RUN_STAMP)"]  # tests on top of run
+
+
+def test_the_license_is_an_spdx_string_so_setuptools_does_not_warn():
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "MIT"  # a table is deprecated (PEP 639)
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
+
+
 def test_no_launcher_module_shadows_a_top_level_package():
     """``python launcher/__main__.py`` puts launcher/ first on sys.path: a module there
     named like a package the project or a dependency imports (``agents.py``) would hide it."""
