@@ -1,102 +1,186 @@
-"""The CPU multi-task validation (issue 11; docs/VALIDATION.md): sources -> export -> pool
--> offline TD-MPC2 -> per-task evaluation against the sources.
+"""The multi-task TD-MPC2 validation (issue 32; docs/VALIDATION.md §4): does the offline
+trainer learn from one task's data, and does pooling three tasks keep what each task's data
+can teach?
 
-Stages (run dirs under ``--root``, default ``runs/mt_val``; the exported datasets and the
-random returns under ``--data``, default ``benchmarks/data/mt3_cpu``, committed so that a
-later session trains offline without rerunning the sources)::
+One pipeline, every stage resumable (a launcher run resumes from its checkpoints with the
+same command; a stage whose output exists is skipped), driven by a :class:`Plan`::
 
-    python benchmarks/multitask_validation.py sources --task pendulum     # one source run
-    python benchmarks/multitask_validation.py export                      # --data/<task>
+    python benchmarks/multitask_validation.py sources [--task T]   # single-task source runs
+    python benchmarks/multitask_validation.py export                # --data/<task> datasets
     python benchmarks/multitask_validation.py random                # --data/random_returns.json
-    python benchmarks/multitask_validation.py offline                     # pool + offline run
-    python benchmarks/multitask_validation.py report                      # the verdict
-    python benchmarks/multitask_validation.py baseline --task cartpole_balance  # diagnosis
+    python benchmarks/multitask_validation.py one_task [--task T]   # rule 1's offline models
+    python benchmarks/multitask_validation.py pooled                # rule 2's offline model
+    python benchmarks/multitask_validation.py verdict               # --root/verdict.json
+    python benchmarks/multitask_validation.py all                   # every stage in order
 
-Sources: single-task TD-MPC2 at size 1 (the learning-check preset: the reference's
-planner, batch 256), one seed each, through the launcher, with buffer_size >= the run so
-the export is the full history (every episode from step 0). Tasks of different dims:
-gymnax pendulum (obs 3, act 1, T 200), playground cartpole_balance (obs 5, act 1, T 500 at
-repeat 2) and playground reacher_easy (obs 6, act 2, T 500 at repeat 2).
+``--plan mt3_dmc`` (the default) is the validation; ``--plan toy`` runs the same stages on the
+probe task set at smoke sizes in about a minute (tests/launcher/test_multitask_validation.py).
 
-Acceptance, fixed before the run (ACCEPTANCE below): on at least 2 of the 3 tasks the
-offline model's eval return (10 eval-mode episodes) reaches half of its source's final
-eval return, both measured above a uniform-random policy's return on that task:
-``(R_offline - R_random) / (R_source - R_random) >= 0.5``. (The issue states ">= 0.5x the
-source's return"; pendulum's returns are negative, so the ratio is taken above the random
-policy, which for the DMC tasks, where random scores near 0, is the issue's ratio.)
+The task set ``mt3_dmc`` (``envs.task_sets``): Playground cartpole_balance, reacher_easy and
+finger_spin at action repeat 2 (T 500). All three pay a reward in [0, 1] at every step (no
+terminal-only reward), so their returns share one scale, [0, 500] per episode at repeat 2;
+they are members of the reference's mt30 and cheap to simulate on a CPU. (The earlier
+``mt3_cpu`` mixed gymnax Pendulum's -16..0 per step with these 0..1 tasks, and the one Q scale
+the reference's policy loss shares across tasks shrank the DMC tasks' terms 6-7x.)
+
+Sources: single-task TD-MPC2 at size 1 (the learning-check preset), seed 0, 15,000 agent steps
+each (30 episodes of 500 steps in its own replay, ``agent.buffer_size`` = the run, so the export
+is the whole history), one final evaluation of 30 episodes.
+
+The rules (fixed in :data:`RULES` before any run; R = mean return of 30 eval-mode episodes):
+
+1. one-task offline model (the pool restricted to one task, ``agent.tasks=[task]``, U updates):
+   ``(R_one - R_random) / (R_source - R_random) >= 0.5`` on >= 2 of 3 tasks;
+2. the pooled 3-task model, trained until every task has had at least U updates' worth of its
+   windows (episodes are drawn uniformly, so ``U x episodes / (fewest episodes of a task)``
+   updates, rounded up to whole checkpoints):
+   ``(R_pooled - R_random) / (R_one - R_random) >= 0.8`` on >= 2 of 3 tasks, and no
+   task's ``R_pooled`` below ``R_random``. A task whose one-task model is not above random
+   has nothing for pooling to keep: its rule-2 ratio is undefined and it does not count as held.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-SOURCES = {
-    # name: (env, agent steps, eval every)
-    "pendulum": ("pendulum", 6_000, 3_000),
-    "cartpole_balance": ("cartpole_balance", 5_000, 5_000),
-    "reacher_easy": ("reacher_easy", 6_000, 3_000),
+RULES = {
+    "one_task": {"fraction_of_source_above_random": 0.5, "tasks_needed": 2},
+    "pooled": {"fraction_of_one_task_above_random": 0.8, "tasks_needed": 2},
 }
-ACCEPTANCE = {"fraction": 0.5, "tasks_needed": 2, "eval_episodes": 10}
-TASK_SET = "mt3_cpu"  # envs.task_sets: the three sources in task-id order
-# One evaluation (10 episodes of each task: 1,200 ticks of 10 planner decisions) is
-# estimated at ~36 min on the 2-core box (a source's 10 episodes of 500 ticks took ~15 min),
-# the cost of ~4,000 updates: only the final one is run (the acceptance reads the last
-# evaluation). Checkpoints every 1,000 updates: a run cut short resumes with the same command.
-OFFLINE = {
-    "updates": 6_000,
-    "eval_every": 6_000,
-    "checkpoint_every": 1_000,
-    "model_size": "tdmpc2_1",
-    "seed": 0,
+EVAL_KEY = "Eval/episodic mean reward"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What each stage launches.
+
+    Attributes:
+      task_set: the ``envs.task_sets`` name; its members are the sources' envs.
+      source_steps: agent steps of each single-task source run (its whole replay is exported).
+      source_checkpoint: checkpoint interval of the sources, in agent steps.
+      one_task_updates: U, the updates of each one-task offline model.
+      offline_checkpoint: checkpoint interval of the offline runs, in updates.
+      episodes: evaluation episodes of every score (random, source, one-task, pooled).
+      model_size: the TD-MPC2 preset of every run (None: the protocol's own).
+      source_protocol / offline_protocol: the launcher protocols of the two kinds of run.
+      extra: overrides every launch gets.
+    """
+
+    task_set: str
+    source_steps: int
+    source_checkpoint: int
+    one_task_updates: int
+    offline_checkpoint: int
+    episodes: int
+    model_size: str | None
+    source_protocol: str
+    offline_protocol: str
+    extra: tuple[str, ...] = ()
+
+
+PLANS = {
+    "mt3_dmc": Plan(
+        task_set="mt3_dmc",
+        source_steps=15_000,
+        source_checkpoint=2_500,
+        one_task_updates=2_000,
+        offline_checkpoint=1_000,
+        episodes=30,
+        model_size=None,  # learning_check: the size-1 preset with the reference's planner
+        source_protocol="learning_check",
+        offline_protocol="offline",
+        extra=("+allow_long_cpu_run=true",),  # hours on a CPU: the pipeline's purpose
+    ),
+    "toy": Plan(
+        task_set="probe_tasks",
+        source_steps=40,
+        source_checkpoint=20,
+        one_task_updates=10,
+        offline_checkpoint=10,
+        episodes=2,
+        model_size=None,
+        source_protocol="smoke",
+        offline_protocol="smoke",
+        extra=("logger=disabled", "env.episode_length=null"),
+    ),
 }
+OFFLINE_SIZE = "tdmpc2_1"  # the offline runs of the mt3_dmc plan: the sources' size
+
+# A launch: (launcher overrides, run dir) -> exit status. The default runs the launcher in a
+# subprocess (its own allocator and XLA flags); the toy test passes an in-process one.
+Launch = Callable[[list[str], Path], int]
 
 
-def offline_command(root: Path) -> list[str]:
+def subprocess_launch(overrides: list[str], run_dir: Path) -> int:
+    cmd = [sys.executable, "-m", "launcher", *overrides, f"hydra.run.dir={run_dir}"]
+    print(" ".join(cmd), flush=True)
+    return subprocess.call(cmd)
+
+
+def members(plan: Plan) -> tuple[str, ...]:
+    from envs.task_sets import TASK_SETS
+
+    return tuple(name for name, _ in TASK_SETS[plan.task_set])
+
+
+def source_overrides(plan: Plan, task: str) -> list[str]:
+    s = plan.source_steps
+    size = [f"model_size={plan.model_size}"] if plan.model_size else []
     return [
-        sys.executable,
-        "-m",
-        "launcher",
-        "agent=tdmpc2_multitask",
-        f"env={TASK_SET}",
-        "protocol=offline",
-        f"model_size={OFFLINE['model_size']}",
-        f"protocol.seeds=[{OFFLINE['seed']}]",
-        f"protocol.n_timesteps={OFFLINE['updates']}",
-        "protocol.log_frequency=500",
-        f"protocol.eval_frequency={OFFLINE['eval_every']}",
-        f"protocol.checkpoint_frequency={OFFLINE['checkpoint_every']}",
-        f"protocol.eval_episodes={ACCEPTANCE['eval_episodes']}",
+        "agent=tdmpc2",
+        f"env={task}",
+        f"protocol={plan.source_protocol}",
+        *size,
+        "protocol.seeds=[0]",
+        f"protocol.n_timesteps={s}",
+        f"protocol.log_frequency={plan.source_checkpoint}",
+        f"protocol.eval_frequency={s}",
+        f"protocol.checkpoint_frequency={plan.source_checkpoint}",
+        f"protocol.eval_episodes={plan.episodes}",
         "protocol.eval_at_start=false",
-        f"agent.dataset={(root / 'pool').resolve()}",
-        f"hydra.run.dir={root / 'offline'}",
+        f"agent.buffer_size={s}",
+        *plan.extra,
     ]
 
 
-# The diagnosis of a task the pool missed (run after the acceptance, never changing it): the
-# same offline trainer on that task's data alone (agent.tasks=[task]: a one-task model). The
-# evaluation at 1,000 updates sees about the pooled run's share of that task's windows
-# (cartpole_balance: 10 of 52 episodes x 6,000 updates ~ 1,150); 3,000 sees ~2.6x more.
-BASELINE = {"updates": 3_000, "eval_every": 1_000, "checkpoint_every": 1_000}
+def offline_overrides(plan: Plan, pool: Path, updates: int, tasks: Sequence[str] = ()) -> list[str]:
+    size = plan.model_size or (OFFLINE_SIZE if plan.offline_protocol == "offline" else None)
+    chosen = [f"agent.tasks=[{','.join(tasks)}]"] if tasks else []
+    return [
+        "agent=tdmpc2_multitask",
+        f"env={plan.task_set}",
+        f"protocol={plan.offline_protocol}",
+        *([f"model_size={size}"] if size else []),
+        "protocol.seeds=[0]",
+        f"protocol.n_timesteps={updates}",
+        f"protocol.log_frequency={min(500, plan.offline_checkpoint)}",
+        f"protocol.eval_frequency={updates}",
+        f"protocol.checkpoint_frequency={plan.offline_checkpoint}",
+        f"protocol.eval_episodes={plan.episodes}",
+        "protocol.eval_at_start=false",
+        f"agent.dataset={pool.resolve()}",
+        *chosen,
+        *plan.extra,
+    ]
 
 
-def baseline_command(root: Path, task: str) -> list[str]:
-    cmd = offline_command(root)
-    plan = {
-        "protocol.n_timesteps": BASELINE["updates"],
-        "protocol.eval_frequency": BASELINE["eval_every"],
-        "protocol.checkpoint_frequency": BASELINE["checkpoint_every"],
-        "hydra.run.dir": root / f"baseline_{task}",
-    }
-    cmd = [a for a in cmd if a.split("=", 1)[0] not in plan]
-    return [*cmd, *(f"{k}={v}" for k, v in plan.items()), f"agent.tasks=[{task}]"]
+def pooled_updates(plan: Plan, episodes_per_task: dict[str, int]) -> int:
+    """Updates after which every task has had >= U updates' worth of windows (module doc)."""
+    total = sum(episodes_per_task.values())
+    need = plan.one_task_updates * total / min(episodes_per_task.values())
+    return math.ceil(need / plan.offline_checkpoint) * plan.offline_checkpoint  # whole chunks
 
 
-def random_returns(episodes: int, seed: int = 0) -> dict[str, float]:
-    """Each task's mean return under uniform random actions (``episodes`` fresh episodes)."""
+def random_returns(task_set: str, episodes: int, seed: int = 0) -> dict[str, float]:
+    """Each member's mean return under uniform random actions (``episodes`` fresh episodes)."""
     import jax
     import numpy as np
 
@@ -104,9 +188,9 @@ def random_returns(episodes: int, seed: int = 0) -> dict[str, float]:
     from envs.row_collector import RowCollector
 
     out = {}
-    task_set = envs.make(TASK_SET)
-    for i, name in enumerate(task_set.names):
-        env = task_set.member_env(i)
+    ts = envs.make(task_set)
+    for i, name in enumerate(ts.names):
+        env = ts.member_env(i)
         col = RowCollector(env, episodes, "static")
 
         @jax.jit
@@ -123,116 +207,164 @@ def random_returns(episodes: int, seed: int = 0) -> dict[str, float]:
     return out
 
 
-def verdict(root: Path, data: Path) -> dict:
-    """The acceptance of ACCEPTANCE on the runs under ``root`` (module docstring)."""
-    from agents.tdmpc2.dataset import MultiTaskDataset
+def final_eval(run_dir: Path, key: str, episodes: int, tasks: int = 1) -> float:
+    """The run's last evaluation of ``key`` (seed 0), checked to cover ``episodes`` episodes
+    of each of its ``tasks`` tasks."""
     from launcher.rundir import read_metrics
 
-    rows = read_metrics(root / "offline" / "metrics" / f"seed_{OFFLINE['seed']}.jsonl")
-    last = [r for r in rows if r.get("kind") == "eval"][-1]
-    rand = json.loads((data / "random_returns.json").read_text())
-    tasks = {}
-    for name in rand:
-        src = MultiTaskDataset.load(data / name, verify=False).source
-        source = float(src["final_eval_return"]["0"])
-        offline = float(last[f"Eval/{name}/episodic mean reward"])
-        frac = (offline - rand[name]) / (source - rand[name])
+    path = run_dir / "metrics" / "seed_0.jsonl"
+    evals = [r for r in read_metrics(path) if key in r] if path.is_file() else []
+    if not evals:
+        raise SystemExit(f"{run_dir}: no evaluation of {key!r} yet; run its stage first")
+    last = evals[-1]
+    n = len(last.get("Eval/episode returns", []))
+    if n != episodes * tasks:
+        raise SystemExit(
+            f"{run_dir}: its last evaluation has {n} episodes, the plan {episodes} x {tasks} tasks"
+        )
+    return float(last[key])
+
+
+def _ratio(x: float, base: float, top: float) -> float | None:
+    return (x - base) / (top - base) if top > base else None
+
+
+def judge(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Both rules of :data:`RULES` on ``{task: {"random", "source", "one_task", "pooled"}}``
+    (mean returns): per task the two ratios and whether each rule holds, and the verdicts."""
+    tasks: dict[str, dict[str, Any]] = {}
+    for name, sc in scores.items():
+        r1 = _ratio(sc["one_task"], sc["random"], sc["source"])
+        r2 = _ratio(sc["pooled"], sc["random"], sc["one_task"])
         tasks[name] = {
-            "source": source,
-            "random": rand[name],
-            "offline": offline,
-            "fraction_above_random": frac,
-            "held": frac >= ACCEPTANCE["fraction"],
+            **sc,
+            "rule1_fraction": r1,
+            "rule1_held": r1 is not None
+            and r1 >= RULES["one_task"]["fraction_of_source_above_random"],
+            "rule2_fraction": r2,
+            "rule2_held": r2 is not None
+            and r2 >= RULES["pooled"]["fraction_of_one_task_above_random"],
+            "pooled_above_random": sc["pooled"] >= sc["random"],
         }
-    held = sum(t["held"] for t in tasks.values())
+    held1 = sum(t["rule1_held"] for t in tasks.values())
+    held2 = sum(t["rule2_held"] for t in tasks.values())
+    none_below = all(t["pooled_above_random"] for t in tasks.values())
     return {
-        "acceptance": ACCEPTANCE,
-        "offline": OFFLINE,
-        "updates": last["timestep"],
+        "rules": RULES,
         "tasks": tasks,
-        "tasks_held": held,
-        "passed": held >= ACCEPTANCE["tasks_needed"],
+        "rule1": {"tasks_held": held1, "passed": held1 >= RULES["one_task"]["tasks_needed"]},
+        "rule2": {
+            "tasks_held": held2,
+            "none_below_random": none_below,
+            "passed": held2 >= RULES["pooled"]["tasks_needed"] and none_below,
+        },
     }
 
 
-def source_command(name: str, root: Path) -> list[str]:
-    env, steps, every = SOURCES[name]
-    return [
-        sys.executable,
-        "-m",
-        "launcher",
-        "agent=tdmpc2",
-        f"env={env}",
-        "protocol=learning_check",
-        "protocol.seeds=[0]",
-        f"protocol.n_timesteps={steps}",
-        f"protocol.eval_frequency={every}",
-        f"protocol.checkpoint_frequency={every}",
-        f"agent.buffer_size={steps}",
-        f"hydra.run.dir={root / 'sources' / name}",
-    ]
+def verdict(plan: Plan, root: Path, data: Path) -> dict[str, Any]:
+    """:func:`judge` on the runs under ``root`` and the datasets under ``data``, with the
+    plan, the datasets' and the pool's sha256 and each task's episodes."""
+    from agents.tdmpc2.dataset import MultiTaskDataset
+
+    rand = json.loads((data / "random_returns.json").read_text())
+    pool = MultiTaskDataset.load(root / "pool", verify=False)
+    scores = {}
+    for name in members(plan):
+        key = f"Eval/{name}/episodic mean reward"
+        scores[name] = {
+            "random": rand[name],
+            "source": final_eval(root / "sources" / name, EVAL_KEY, plan.episodes),
+            "one_task": final_eval(root / f"one_task_{name}", key, plan.episodes),
+            "pooled": final_eval(root / "pooled", key, plan.episodes, len(members(plan))),
+        }
+    out = judge(scores)
+    for name, task in out["tasks"].items():
+        task["episodes_in_dataset"] = pool.episodes_per_task()[name]
+        task["dataset_sha256"] = json.loads((data / name / "dataset.json").read_text())["sha256"]
+    return {
+        "plan": dataclasses.asdict(plan),
+        "pool_sha256": json.loads((root / "pool" / "dataset.json").read_text())["sha256"],
+        "pooled_updates": pooled_updates(plan, pool.episodes_per_task()),
+        **out,
+    }
 
 
-def ensure_pool(root: Path, data: Path) -> None:
-    """``root/pool``: the committed exports pooled in task-set order (written once)."""
+def ensure_pool(plan: Plan, root: Path, data: Path) -> Any:
+    """``root/pool``: the exports pooled in task-set order (written once)."""
     from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
 
     if not (root / "pool").exists():
-        pool = pool_tasks([MultiTaskDataset.load(data / n) for n in SOURCES])
+        pool = pool_tasks([MultiTaskDataset.load(data / n) for n in members(plan)])
         digest = pool.save(root / "pool")
-        print(f"pool: {pool.num_episodes} episodes {pool.episodes_per_task()} sha256 {digest}")
+        print(f"pool: {pool.episodes_per_task()} sha256 {digest}", flush=True)
+    return MultiTaskDataset.load(root / "pool", verify=False)
+
+
+STAGES = ("sources", "export", "random", "one_task", "pooled", "verdict")
+
+
+def run_stage(
+    stage: str,
+    plan: Plan,
+    root: Path,
+    data: Path,
+    tasks: Sequence[str] | None = None,
+    launch: Launch = subprocess_launch,
+) -> int:
+    """One stage (module docstring); 0 on success, else the failed launch's exit status."""
+    tasks = list(tasks or members(plan))
+    if stage == "sources":
+        for name in tasks:
+            if rc := launch(source_overrides(plan, name), root / "sources" / name):
+                return rc
+    elif stage == "export":
+        from launcher.export import export_run
+
+        for name in tasks:
+            if not (data / name).exists():
+                print(json.dumps(export_run(root / "sources" / name, data / name)), flush=True)
+    elif stage == "random":
+        if not (data / "random_returns.json").exists():
+            out = random_returns(plan.task_set, plan.episodes)
+            data.mkdir(parents=True, exist_ok=True)
+            (data / "random_returns.json").write_text(json.dumps(out, indent=1) + "\n")
+    elif stage == "one_task":
+        ensure_pool(plan, root, data)
+        for name in tasks:
+            args = offline_overrides(plan, root / "pool", plan.one_task_updates, [name])
+            if rc := launch(args, root / f"one_task_{name}"):
+                return rc
+    elif stage == "pooled":
+        pool = ensure_pool(plan, root, data)
+        updates = pooled_updates(plan, pool.episodes_per_task())
+        return launch(offline_overrides(plan, root / "pool", updates), root / "pooled")
+    elif stage == "verdict":
+        result = verdict(plan, root, data)
+        (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result, indent=1))
+    else:
+        raise ValueError(f"unknown stage {stage!r}; one of {STAGES}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("stage", choices=[*STAGES, "all"])
+    parser.add_argument("--plan", choices=sorted(PLANS), default="mt3_dmc")
     parser.add_argument(
-        "stage", choices=["sources", "export", "random", "offline", "baseline", "report"]
+        "--task", action="append", help="only this member (sources, export, one_task)"
     )
-    parser.add_argument("--task", choices=sorted(SOURCES), action="append")
-    parser.add_argument("--root", type=Path, default=Path("runs/mt_val"))
-    parser.add_argument("--data", type=Path, default=Path("benchmarks/data/mt3_cpu"))
+    parser.add_argument("--root", type=Path, help="run dirs (default runs/mt_val_<plan>)")
+    parser.add_argument("--data", type=Path, help="datasets (default benchmarks/data/<task set>)")
     args = parser.parse_args(argv)
-    root, data = args.root, args.data
-    tasks = args.task or list(SOURCES)
-    if args.stage == "sources":
-        for name in tasks:
-            cmd = source_command(name, root)
-            print(" ".join(cmd), flush=True)
-            rc = subprocess.call(cmd)
-            if rc:
-                return rc
-        return 0
-    if args.stage == "export":
-        from launcher.export import export_run
-
-        for name in tasks:
-            out = data / name
-            if not out.exists():
-                print(json.dumps(export_run(root / "sources" / name, out)))
-        return 0
-    if args.stage == "random":
-        out = random_returns(ACCEPTANCE["eval_episodes"])
-        (data / "random_returns.json").write_text(json.dumps(out, indent=1) + "\n")
-        print(out)
-        return 0
-    if args.stage == "offline":
-        ensure_pool(root, data)
-        cmd = offline_command(root)
-        print(" ".join(cmd), flush=True)
-        return subprocess.call(cmd)
-    if args.stage == "baseline":
-        ensure_pool(root, data)
-        for name in args.task or ["cartpole_balance", "reacher_easy"]:
-            cmd = baseline_command(root, name)
-            print(" ".join(cmd), flush=True)
-            if rc := subprocess.call(cmd):
-                return rc
-        return 0
-    result = verdict(root, data)
-    (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+    plan = PLANS[args.plan]
+    root = args.root or Path(f"runs/mt_val_{args.plan}")
+    data = args.data or Path("benchmarks/data") / plan.task_set
+    for stage in STAGES if args.stage == "all" else [args.stage]:
+        if rc := run_stage(stage, plan, root, data, args.task):
+            return rc
     return 0
 
 

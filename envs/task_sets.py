@@ -14,6 +14,10 @@ T. Each member keeps its own action repeat and time limit, so the set itself tak
 * ``mt3_cpu``: the CPU validation's three tasks of different dims (issue 11): gymnax
   pendulum (obs 3, act 1, T 200), playground cartpole_balance (obs 5, act 1) and
   reacher_easy (obs 6, act 2), both at repeat 2 (T 500).
+* ``mt3_dmc``: the multi-task validation's three Playground tasks of one reward scale (issue
+  32; ``benchmarks/multitask_validation.py``): cartpole_balance (obs 5, act 1), reacher_easy
+  (obs 6, act 2) and finger_spin (obs 9, act 2), all at repeat 2 (T 500), each paying a reward
+  in [0, 1] at every step.
 * ``mt30_dmc19``: the 19 original DMC tasks of TD-MPC2's mt30 in its order (5f6fade
   ``tdmpc2/common/__init__.py`` TASK_SET["mt30"][:19]) on Playground at repeat 2; mt30's
   other 11 are custom dm_control tasks that Playground does not have.
@@ -54,6 +58,7 @@ MT30_DMC19 = (
 # name -> ((member env id, its action repeat), ...)
 TASK_SETS: dict[str, tuple[tuple[str, int], ...]] = {
     "mt3_cpu": (("pendulum", 1), ("cartpole_balance", 2), ("reacher_easy", 2)),
+    "mt3_dmc": (("cartpole_balance", 2), ("reacher_easy", 2), ("finger_spin", 2)),
     "mt30_dmc19": tuple((name, 2) for name in MT30_DMC19),
     "probe_tasks": (("probe_constant_reward", 1), ("probe_reward_is_action", 1)),
 }

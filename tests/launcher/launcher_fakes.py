@@ -14,6 +14,7 @@ import functools
 import importlib.util
 import os
 import pathlib
+import sys
 import time
 from typing import Any
 
@@ -300,5 +301,6 @@ def benchmark_script(name: str) -> Any:
     path = pathlib.Path(__file__).parents[2] / "benchmarks" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module

@@ -1,0 +1,107 @@
+"""benchmarks/multitask_validation.py: the rules' arithmetic on hand-written scores, and every
+stage of the pipeline end to end on its toy plan (the probe task set at smoke sizes, the
+launcher in process), resumed without redoing a finished stage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from launcher_fakes import benchmark_script
+
+from launcher.cli import compose_spec
+from launcher.run import run
+
+mv = benchmark_script("multitask_validation")
+
+
+def scores(one_task: float, pooled: float, source: float = 100.0, random: float = 0.0):
+    return {"random": random, "source": source, "one_task": one_task, "pooled": pooled}
+
+
+def test_rule_one_is_the_fraction_of_the_source_above_random():
+    out = mv.judge(
+        {
+            "a": scores(50.0, 50.0),  # exactly half of the way from random to the source
+            "b": scores(49.0, 49.0),
+            "c": scores(-10.0, 0.0, random=-20.0, source=0.0),  # 0.5 with negative returns
+        }
+    )
+    t = out["tasks"]
+    assert [t[k]["rule1_held"] for k in "abc"] == [True, False, True]
+    assert t["c"]["rule1_fraction"] == pytest.approx(0.5)
+    assert out["rule1"] == {"tasks_held": 2, "passed": True}
+
+
+def test_rule_two_needs_most_of_the_one_task_gain_and_no_task_below_random():
+    held = {"a": scores(50.0, 40.0), "b": scores(50.0, 39.0), "c": scores(80.0, 70.0)}
+    out = mv.judge(held)
+    assert [out["tasks"][k]["rule2_held"] for k in "abc"] == [True, False, True]
+    assert out["rule2"]["passed"]
+    # two tasks held, but the third pooled below random: rule 2 fails
+    out = mv.judge({**held, "b": scores(50.0, -1.0)})
+    assert out["rule2"] == {"tasks_held": 2, "none_below_random": False, "passed": False}
+
+
+def test_a_one_task_model_at_random_leaves_rule_two_undefined_not_held():
+    out = mv.judge({"a": scores(0.0, 5.0), "b": scores(-3.0, 5.0)})
+    for task in out["tasks"].values():
+        assert task["rule2_fraction"] is None and not task["rule2_held"]
+
+
+def test_pooled_updates_give_every_task_its_one_task_windows():
+    plan = mv.PLANS["mt3_dmc"]
+    # equal episodes: 3 x U
+    assert mv.pooled_updates(plan, {"a": 30, "b": 30, "c": 30}) == 3 * plan.one_task_updates
+    # 30 + 30 + 20 episodes: the 20-episode task gets 1/4 of the windows -> 4 x U
+    assert mv.pooled_updates(plan, {"a": 30, "b": 30, "c": 20}) == 4 * plan.one_task_updates
+
+
+def in_process(overrides: list[str], run_dir) -> int:
+    run(compose_spec(overrides), run_dir, plot=False)
+    return 0
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mt_val")
+    runs, data = root / "runs", root / "data"
+    plan = mv.PLANS["toy"]
+    for stage in mv.STAGES:
+        assert mv.run_stage(stage, plan, runs, data, launch=in_process) == 0
+    return plan, runs, data
+
+
+def test_toy_pipeline_records_every_score_and_both_rules(toy):
+    plan, runs, data = toy
+    out = json.loads((runs / "verdict.json").read_text())
+    names = ["probe_constant_reward", "probe_reward_is_action"]
+    assert list(out["tasks"]) == names
+    # 40 source steps of T 20: two episodes per task, pooled 2 x U updates
+    assert out["pooled_updates"] == 2 * plan.one_task_updates
+    for name in names:
+        task = out["tasks"][name]
+        meta = json.loads((data / name / "dataset.json").read_text())
+        assert task["dataset_sha256"] == meta["sha256"] and task["episodes_in_dataset"] == 2
+    # probe_constant_reward pays 1 per step whatever the policy: every score is 20, so
+    # neither ratio is defined and the task holds neither rule
+    const = out["tasks"]["probe_constant_reward"]
+    assert [const[k] for k in ("random", "source", "one_task", "pooled")] == [20.0] * 4
+    assert const["rule1_fraction"] is None and const["rule2_fraction"] is None
+    assert out["rule1"]["tasks_held"] <= 1 and not out["rule1"]["passed"]
+
+
+def test_rerunning_every_stage_redoes_nothing(toy):
+    plan, runs, data = toy
+    files = sorted(p for p in runs.rglob("*") if p.is_file() and p.name != "verdict.json")
+    before = {p: p.stat().st_mtime_ns for p in files if "metrics" in p.parts}
+    launches = []
+
+    def counting(overrides, run_dir):
+        launches.append(run_dir)
+        return in_process(overrides, run_dir)
+
+    for stage in mv.STAGES:
+        assert mv.run_stage(stage, plan, runs, data, launch=counting) == 0
+    assert {p: p.stat().st_mtime_ns for p in before} == before  # no run logged a row again
+    assert len(launches) == 5  # 2 sources + 2 one-task + pooled, each found complete
