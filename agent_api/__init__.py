@@ -15,7 +15,7 @@ Every method of :class:`Agent` but :meth:`Agent.check` and :meth:`Agent.ticks_fo
 pure JAX function of ONE seed (the launcher vmaps the seed axis); ``ticks`` are absolute
 tick indices, unbatched, so a resumed run continues the same computation exactly.
 
-Two optional methods, looked up with ``getattr`` (an agent without them is unaffected):
+Three optional methods, looked up with ``getattr`` (an agent without them is unaffected):
 
 * ``shared_inputs() -> pytree``: arrays every seed reads and none owns (an offline agent's
   dataset). The launcher places them on the devices once and passes them as a third,
@@ -24,6 +24,12 @@ Two optional methods, looked up with ``getattr`` (an agent without them is unaff
 * ``export_dataset(states, seeds, source) -> dataset``: the agent's replay as an offline
   dataset with a ``save(path) -> content hash`` method (``python -m launcher.export``);
   ``states`` is seed-batched on the host.
+* ``eval_policy(state) -> (policy, carry)``: the policy ``evaluate`` acts with, for ONE
+  env of one seed: ``policy(carry, obs [obs_size], is_first [] bool, key) -> (action
+  [action_size] in agent units, carry)``, pure, and its initial carry
+  (``envs.row_collector.single_env_policy`` makes one of a row-collector policy).
+  ``python -m launcher.evaluate RUN --video`` jits one act + env step of it and renders
+  the episode step by step.
 
 This package imports neither JAX nor any agent: resolving a config stays cheap. It lives
 outside ``agents/`` so that the launcher imports nothing under ``agents/`` (tested).
@@ -142,6 +148,33 @@ class EnvRequirements:
 
 
 @dataclasses.dataclass(frozen=True)
+class CpuCost:
+    """What one seed of a run costs on one CPU core, from the agent's own model of its
+    resolved config (``AgentEntry.cpu_cost``): the CPU budget's estimate
+    (``launcher.guards``) and a dry run's CPU figure. Seconds are CPU seconds of one core.
+
+    Attributes:
+      train_s: training the run's agent steps (its updates and its acting).
+      eval_s: one evaluation (its ``eval_episodes`` episodes).
+      compile_s: compiling the agent's programs at XLA's default optimisation, once per
+        launch (not per seed).
+      updates, update_s: the updates the training runs and the seconds of one.
+      acts, act_s: the acting calls of the training (a planner decision, a policy step of
+        every env) and the seconds of one.
+      source: where the model and its rates come from (quoted in messages).
+    """
+
+    train_s: float
+    eval_s: float
+    compile_s: float = 0.0
+    updates: int = 0
+    update_s: float = 0.0
+    acts: int = 0
+    act_s: float = 0.0
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class AcceleratorCost:
     """What one agent step of one seed costs on an accelerator, and where the figure
     comes from (a dry run's estimate, ``+dry_run=true``, quotes it).
@@ -214,7 +247,12 @@ class AgentEntry:
         is resolved; a value of None (a derived default) is not checked.
       cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
         step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
-        estimate a launch's wall time on a machine without an accelerator.
+        estimate a launch's wall time on a machine without an accelerator, when the
+        agent has no ``cpu_cost``.
+      cpu_cost: ``(config, env facts, agent steps) -> CpuCost``: what one seed of a run
+        costs on a CPU under this config (updates per step, batch, model size, envs,
+        evaluation), the CPU budget's estimate; None: ``cpu_seconds_per_step`` is used.
+        Pure arithmetic (no JAX, nothing built).
       accelerator_seconds_per_step: model-size preset value -> :class:`AcceleratorCost`
         (a known figure only; a preset without one is left out and estimated as
         unknown), used by a dry run's accelerator-hours estimate.
@@ -234,6 +272,7 @@ class AgentEntry:
         default_factory=dict
     )
     cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
+    cpu_cost: Callable[[Any, Any, int], CpuCost] | None = None
     accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(
         default_factory=dict
     )

@@ -307,3 +307,17 @@ class RowCollector:
             is_last=done,
             is_terminal=done & stepped.terminated,
         )
+
+
+def single_env_policy(
+    policy_fn: PolicyFn,
+) -> Callable[[Any, jax.Array, jax.Array, jax.Array], tuple[jax.Array, Any]]:
+    """A batched row-collector policy as the policy of ONE env (a batch of one):
+    ``(carry, obs [O], is_first [] bool, key) -> (action [A], carry)``; the carry keeps
+    its batch axis of one, extras are dropped (agent_api's optional ``eval_policy``)."""
+
+    def one(carry: Any, obs: jax.Array, is_first: jax.Array, key: jax.Array):
+        action, carry, _ = policy_fn(carry, obs[None], jnp.reshape(is_first, (1,)), key)
+        return action[0], carry
+
+    return one

@@ -14,8 +14,10 @@ Modules: :mod:`launcher.config` (validation into :class:`launcher.schema.RunSpec
 :mod:`launcher.cli` (Hydra entry, exit status 2 on bad input), :mod:`launcher.guards`
 (CPU budget, run-dir path, lock, NaN), :mod:`launcher.cache` (compile cache), :mod:`launcher.run`
 (the chunk loop), :mod:`launcher.checkpoint` (orbax), :mod:`launcher.rundir` (run
-directory, metrics files), :mod:`launcher.wandb_logger`, :mod:`launcher.callbacks`,
-:mod:`launcher.report`, :mod:`launcher.evaluate`. See docs/launcher.md.
+directory, metrics files), :mod:`launcher.wandb_logger` (its history read back by
+:mod:`launcher.wandb_history`), :mod:`launcher.tensorboard_logger`,
+:mod:`launcher.callbacks`, :mod:`launcher.report`, :mod:`launcher.evaluate`. See
+docs/launcher.md.
 """
 
 from launcher.errors import ConfigError

@@ -174,8 +174,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     old = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us instead of Hydra's exit(1)
     code = 0
+    query = [o.split("=", 1)[1] for o in args.overrides if o.startswith("query=")]
     try:
-        _run_hydra(argv)
+        if args.shell_completion and query:  # model_size=<TAB>: the agent's sizes only
+            from launcher.completion import run_query
+
+            run_query(argv, os.environ.get("COMP_LINE", ""), query[-1], _run_hydra)
+        else:
+            _run_hydra(argv)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         code = 2

@@ -24,14 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from launcher import acceptance, paper_curves
 from launcher.errors import ConfigError
-from launcher.report import PANELS, Reference, action_repeat, load_curves, plot_run
+from launcher.report import Reference, action_repeat, load_curves, plot_run
 from launcher.rundir import RUN_FILE, RunDir
 
-METRIC_KEY = {kind: key for kind, key, _ in PANELS}
 COLUMNS = (
     "task",
     "agent",
@@ -147,16 +144,13 @@ def reference_line(ref: paper_curves.PaperCurve, upto: float | None = None) -> R
     """The report's :class:`Reference` (seed mean, min..max) of a paper curve; with
     ``upto`` (a run's last x), cut after its first point at or past ``upto``, so a short
     run's figure shows the part of the paper it compares with."""
-    x, mean, lo, hi = ref.mean_band()
-    n = len(x)
-    if upto is not None and upto < x[-1]:
-        n = int(np.searchsorted(x, upto, side="left")) + 1
+    x, mean, lo, hi = ref.mean_band(upto)
     return Reference(
         label=f"{ref.agent} paper ({len(ref.seeds)} seeds)",
-        x=x[:n].tolist(),
-        mean=mean[:n].tolist(),
-        lo=lo[:n].tolist(),
-        hi=hi[:n].tolist(),
+        x=x.tolist(),
+        mean=mean.tolist(),
+        lo=lo.tolist(),
+        hi=hi.tolist(),
         n_max=len(ref.seeds),
     )
 
@@ -169,16 +163,18 @@ def last_x(run_dir: Path) -> float | None:
 
 
 def wandb_reference_rows(
-    agent: dict[str, Any], env_id: str, action_repeat: int
+    agent: dict[str, Any], env_id: str, action_repeat: int, upto_frames: float | None = None
 ) -> list[dict[str, float]]:
     """The paper curve on ``env_id`` of the agent of a composed ``agent`` section as W&B
     rows (``Paper/<metric> episodic mean reward (mean)``, ``(min)``, ``(max)`` over its
     seeds), on the run's ``timestep`` axis (env frames / the run's action repeat); []
-    without a curve."""
+    without a curve. ``upto_frames`` (the run's span, n_timesteps x action repeat): the
+    points up to it and at most one past it, so a short run's dashboard is not stretched
+    to the paper's budget."""
     ref = paper_curves.curve(agent, env_id)
     if ref is None:
         return []
-    x, mean, lo, hi = ref.mean_band()
+    x, mean, lo, hi = ref.mean_band(upto_frames)
     name = f"Paper/{ref.metric} episodic mean reward"
     return [
         {
@@ -250,10 +246,12 @@ def verdict_line(s: acceptance.SweepVerdict) -> str:
 
 
 def grid_figure(items: Sequence[tuple[Path, Any, Any]]) -> Any:
-    """One panel per run: per-seed metric curves, our mean, the reference's mean and band."""
+    """One panel per run: its paper metric's panel of the report (per-seed curves, their
+    mean, the levels), the reference's mean and band up to the run's end, the verdict."""
     from matplotlib.figure import Figure
 
-    from launcher.report import mean_curve
+    from launcher.plotting import draw_panel
+    from launcher.report import panel_series
 
     n = len(items)
     cols = min(4, n)
@@ -262,21 +260,11 @@ def grid_figure(items: Sequence[tuple[Path, Any, Any]]) -> Any:
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (run_dir, verdict, ref) in zip(axes, items, strict=False):
         metric = ref.metric if ref is not None else "eval"
-        curves = load_curves(run_dir, x="env_frames")[metric]
-        for seed, points in sorted(curves.items()):
-            if points:
-                ax.plot(*zip(*points, strict=True), lw=0.8, alpha=0.6, label=f"seed {seed}")
-        if len(curves) > 1 and (mean := mean_curve(curves)):
-            ax.plot(*zip(*mean, strict=True), color="black", lw=2, label="mean")
-        if ref is not None:
-            line = reference_line(ref, last_x(run_dir))
-            ax.fill_between(line.x, line.lo, line.hi, color="tab:red", alpha=0.12, lw=0)
-            ax.plot(line.x, line.mean, color="tab:red", ls="--", lw=1.6, label=line.label)
-        ax.set_title(f"{verdict.task} ({verdict.agent}): {verdict.status}", fontsize=9)
-        ax.set_xlabel("env frames")
-        ax.set_ylabel(METRIC_KEY[metric], fontsize=8)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        line = reference_line(ref, last_x(run_dir)) if ref is not None else None
+        panels = panel_series(run_dir, reference=line, reference_kind=metric)
+        panel = next(p for p in panels if p.kind == metric)
+        panel.title = f"{verdict.task} ({verdict.agent}): {verdict.status}"
+        draw_panel(ax, panel)
     for ax in axes[n:]:
         ax.set_visible(False)
     return fig

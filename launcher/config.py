@@ -46,6 +46,7 @@ KEY_HINTS = {
     "action_repeat": "env.action_repeat",
     "task": "env=<id> (e.g. env=walker_walk)",
     "wandb": "logger=offline|online|disabled",
+    "tensorboard": "logger.tensorboard=true (with W&B), or logger=tensorboard (without)",
     "run_dir": "hydra.run.dir=PATH",
 }
 

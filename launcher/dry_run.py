@@ -8,8 +8,8 @@ A job's estimate is agent steps x seeds x the agent's seconds per agent step of 
 on an accelerator (:attr:`agent_api.AgentEntry.accelerator_seconds_per_step`), quoted
 with the figure's device and source. The seeds of a job are vmapped on one device, so
 counting them one after another is an upper bound. A preset without a figure is
-``unknown``; no figure is made up: the CPU estimate (:func:`launcher.guards.
-estimate_cpu_seconds`, from the measured CPU figures) is shown instead, labelled CPU.
+``unknown``; no figure is made up: the CPU estimate (:func:`launcher.cpu_budget.estimate`,
+the agent's CPU model of the config) is shown instead, labelled CPU.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from agent_api import AcceleratorCost
-from launcher import guards
+from launcher import cpu_budget, guards
 from launcher.schema import RunSpec
 
 NOTE = (
@@ -42,7 +42,8 @@ class JobEstimate:
       cost: the agent's accelerator figure for this preset; None = unknown.
       cpu_seconds: the job's estimated wall seconds on this machine's CPU (0: no CPU
         figure either); cpu_per_step: the CPU seconds per agent step of one seed it
-        uses; cpu_exact: measured at this preset (else a lower bound).
+        uses; cpu_exact: modelled or measured at this preset (else a lower bound);
+        cpu_source: where the CPU figure comes from.
     """
 
     index: int
@@ -56,6 +57,7 @@ class JobEstimate:
     cpu_seconds: float = 0.0
     cpu_per_step: float = 0.0
     cpu_exact: bool = False
+    cpu_source: str = ""
 
     @property
     def accelerator_hours(self) -> float | None:
@@ -85,7 +87,7 @@ def estimate(spec: RunSpec, index: int = 0, cores: int | None = None) -> JobEsti
     size = getattr(spec.agent, "model_size", None)
     steps = spec.protocol.n_timesteps
     task_set = spec.entry.requirements.task_set
-    cpu_seconds, cpu_per_step, cpu_exact = guards.estimate_cpu_seconds(spec, cores)
+    cpu = cpu_budget.estimate(spec, cores)
     return JobEstimate(
         index=index,
         env=spec.env.id,
@@ -95,9 +97,10 @@ def estimate(spec: RunSpec, index: int = 0, cores: int | None = None) -> JobEsti
         agent_steps=steps,
         env_frames=None if task_set else steps * spec.env.action_repeat,
         cost=spec.entry.accelerator_seconds_per_step.get(size),
-        cpu_seconds=cpu_seconds,
-        cpu_per_step=cpu_per_step,
-        cpu_exact=cpu_exact,
+        cpu_seconds=cpu.wall_s,
+        cpu_per_step=cpu.per_step_s,
+        cpu_exact=cpu.exact,
+        cpu_source=cpu.source,
     )
 
 
@@ -130,15 +133,10 @@ def _figure(job: JobEstimate, cores: int) -> str:
         )
     if job.cpu_seconds <= 0:
         return f"{job.unknown}; no CPU figure either"
-    measured = (
-        "measured on CPU at this preset"
-        if job.cpu_exact
-        else "the largest measured preset's CPU figure: a lower bound"
-    )
     return (
         f"{job.unknown}; the CPU hours beside it are for comparison only: "
-        f"{job.cpu_per_step:g} s per agent step of one seed ({measured}), the seeds spread "
-        f"over this machine's {_count(cores, 'core')}; not an accelerator"
+        f"{job.cpu_per_step:.3g} s per agent step of one seed ({job.cpu_source}), the seeds "
+        f"spread over this machine's {_count(cores, 'core')}; not an accelerator"
     )
 
 

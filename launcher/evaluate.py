@@ -5,6 +5,7 @@ complete checkpoint (read only: unreadable ones are skipped, not moved) and runs
 agent's evaluation (whatever policy the agent evaluates with, on fresh episodes) for N
 episodes per seed, printing the returns. The episodes' keys differ from the training run's
 evaluations. Exit status 2 with one message for a missing run directory or checkpoint.
+``--video``: the episodes rendered to MP4 instead (:mod:`launcher.video`).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class RestoredRun:
     state: Any  # seed-batched, on the devices
     meta: Mapping[str, Any]
     seeds: list[int]
+    env: Any = None  # the env the agent was built on
 
 
 def restore_run(
@@ -137,7 +139,7 @@ def restore_run(
     if restored is None:
         raise ConfigError(f"{rd.path}: no readable checkpoint")
     state, meta = restored
-    return RestoredRun(spec, holder["agent"], holder["program"], state, meta, seeds)
+    return RestoredRun(spec, holder["agent"], holder["program"], state, meta, seeds, env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,10 +149,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run_dir", type=Path, help="a run directory (runs/<agent>-<env>-<protocol>-<hash>)"
     )
     parser.add_argument(
-        "--episodes", type=int, default=None, help="episodes per seed (default: the run's)"
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes per seed (default: the run's; with --video, 1)",
+    )
+    parser.add_argument(
+        "--video",
+        action="store_true",
+        help="render the episodes to MP4 under RUN_DIR/videos/ instead (launcher.video)",
     )
     args = parser.parse_args(argv)
     try:
+        if args.video:
+            from launcher.video import print_videos, render_videos
+
+            return print_videos(render_videos(args.run_dir, args.episodes))
         out = evaluate_run(args.run_dir, args.episodes)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -2,9 +2,10 @@
 
 * :func:`check_cpu_budget`: on a machine without an accelerator, a launch whose
   estimated wall time exceeds :data:`CPU_HOURS_LIMIT` is refused (exit 2) unless
-  confirmed with ``+allow_long_cpu_run=true``. The estimate is the agent's measured CPU
-  seconds per agent step (:attr:`agent_api.AgentEntry.cpu_seconds_per_step`) x steps x
-  seeds, the seeds spread over the cores.
+  confirmed with ``+allow_long_cpu_run=true``. The estimate (:mod:`launcher.cpu_budget`)
+  is the agent's model of what a seed costs under the composed config
+  (:attr:`agent_api.AgentEntry.cpu_cost`) plus evaluations, env steps and compile, the
+  seeds spread over the cores.
 * :func:`check_run_dir_path`: the run directory (or a parent) is a file, or is not
   writable.
 * :func:`check_metrics` / :func:`nonfinite_leaves`: a non-finite loss or parameter, or a
@@ -24,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from launcher import cpu_budget
 from launcher.errors import ConfigError, RunStopped
 from launcher.schema import RunSpec
 
@@ -35,32 +37,20 @@ CPU_SIZED = "protocol=quick env=pendulum"
 
 # ------------------------------------------------------------------- CPU time
 def estimate_cpu_seconds(spec: RunSpec, cores: int | None = None) -> tuple[float, float, bool]:
-    """(wall seconds, CPU seconds per agent step per seed, exact preset?) of a launch on
-    ``cores`` CPU cores (default: this machine's). An unmeasured preset is estimated
-    with the largest measured one (a lower bound)."""
-    table = spec.entry.cpu_seconds_per_step
-    if not table:
-        return 0.0, 0.0, False
-    size = getattr(spec.agent, "model_size", None)
-    measured = size in table
-    per_step = table[size] if measured else max(table.values())
-    seeds = len(spec.protocol.seeds)
-    cores = cores or _usable_cores()
-    wall = per_step * spec.protocol.n_timesteps * seeds / max(1, min(seeds, cores))
-    return wall, per_step, measured
+    """(wall seconds, CPU seconds per agent step per seed, exact?) of a launch on ``cores``
+    CPU cores (default: this machine's); :func:`launcher.cpu_budget.estimate`."""
+    est = cpu_budget.estimate(spec, cores)
+    return est.wall_s, est.per_step_s, est.exact
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on (``taskset`` / cgroup affinity), not the machine's."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity API (macOS)
-        return os.cpu_count() or 1
+_usable_cores = cpu_budget.usable_cores
 
 
 def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
     """Refuse a launch estimated to take more than :data:`CPU_HOURS_LIMIT` hours on CPU
-    (never a dry run: it runs nothing)."""
+    (never a dry run: it runs nothing). The refusal names the estimate and what it is made
+    of, and CPU-sized alternatives: ``protocol=quick`` (unless that is the protocol in
+    use) and the run length that fits."""
     if spec.control.allow_long_cpu_run or spec.control.dry_run:
         return
     if backend is None:
@@ -69,16 +59,23 @@ def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
         backend = jax.default_backend()
     if backend != "cpu":
         return
-    wall, per_step, measured = estimate_cpu_seconds(spec)
-    if wall <= CPU_HOURS_LIMIT * 3600:
+    est = cpu_budget.estimate(spec)
+    limit = CPU_HOURS_LIMIT * 3600
+    if est.wall_s <= limit:
         return
-    bound = "" if measured else "at least "
+    bound = "" if est.exact else "at least "
+    options = []
+    if spec.protocol.name != "quick":
+        options.append(f"run {CPU_SIZED} for a CPU-sized job")
+    fits = cpu_budget.fitting_steps(spec, limit)
+    if fits:
+        options.append(f"protocol.n_timesteps={fits} (about {CPU_HOURS_LIMIT:g} hours or less)")
+    options.append("add +allow_long_cpu_run=true to start it anyway")
     raise ConfigError(
         f"protocol={spec.protocol.name}: this machine has no accelerator, and "
         f"{spec.protocol.n_timesteps:,} steps x {len(spec.protocol.seeds)} seed(s) of "
-        f"agent={spec.agent_name} would take {bound}{_duration(wall)} on its CPU "
-        f"({per_step:.2f} s per step per seed, measured); run {CPU_SIZED} for a CPU-sized "
-        "job, or add +allow_long_cpu_run=true to start it anyway"
+        f"agent={spec.agent_name} would take {bound}{_duration(est.wall_s)} on its CPU "
+        f"({est.basis()}); {', or '.join(options)}"
     )
 
 

@@ -175,11 +175,26 @@ class PaperCurve:
     budget_env_frames: int
     seeds: dict[int, tuple[np.ndarray, np.ndarray]]
 
-    def mean_band(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(x, mean, lo, hi) over seeds at the x values every seed has; lo/hi: min/max."""
+    def mean_band(
+        self, upto: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(x, mean, lo, hi) over seeds at the x values every seed has; lo/hi: min/max.
+        With ``upto`` (env frames: a run's span), only the points before it and the first
+        point at or past it (a short run is shown the part of the paper it compares with)."""
         x = functools.reduce(np.intersect1d, [sx for sx, _ in self.seeds.values()])
         ys = np.stack([sy[np.isin(sx, x)] for sx, sy in self.seeds.values()])
-        return x, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
+        n = len(x)
+        if upto is not None and upto < x[-1]:
+            n = int(np.searchsorted(x, upto, side="left")) + 1
+        return x[:n], ys.mean(axis=0)[:n], ys.min(axis=0)[:n], ys.max(axis=0)[:n]
+
+    def final_level(self, window_fraction: float = 0.1) -> float | None:
+        """The paper's score at its budget: the mean over seeds of each seed's mean over
+        the last ``window_fraction`` of the budget (the acceptance rule's window); None
+        when no seed has a point there."""
+        lo = self.budget_env_frames * (1.0 - window_fraction)
+        means = self.window_means(lo, self.budget_env_frames)
+        return float(np.mean(list(means.values()))) if means else None
 
     def window_means(self, lo_frames: float, hi_frames: float) -> dict[int, float]:
         """Seed -> mean y over its points with lo_frames <= x <= hi_frames (seeds with none

@@ -1,9 +1,13 @@
 """``python -m launcher.report RUN_DIR``: learning curves per seed, mean and spread, as PNG.
-(``--compare paper``: against the published curves, judged; :mod:`launcher.compare`.)
+(``--compare paper``: against the published curves, judged; :mod:`launcher.compare`.
+Several run directories, or a sweep's: the runs overlaid, :mod:`launcher.overlay`.)
 
 Reads the run's local metrics files (``RUN_DIR/metrics/seed_<s>.jsonl``) and writes
 ``RUN_DIR/plots/learning_curves.png``: training-episode and evaluation returns, one thin
-line per seed, their mean and (two seeds or more) a band from the seeds' min to max.
+line per seed, their mean and (two seeds or more) a band from the seeds' min to max;
+the random policy's, a solved and the paper's final level as horizontal lines, in a
+y-range of at least a quarter of the env's return range (:mod:`launcher.plotting`,
+:mod:`launcher.levels`); a panel without a reference says so.
 
 X axis: env frames (agent steps x action repeat, the papers' axis) by default, or agent
 steps (``--x agent_steps``). A row's frames are its ``env_frames``, else its ``timestep``
@@ -21,11 +25,18 @@ import json
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from launcher.errors import ConfigError
+from launcher.levels import run_levels
+from launcher.plotting import (
+    BAND_LABEL,  # noqa: F401 - the report's names, re-exported
+    PanelSeries,
+    Reference,
+    build_figure,
+)
 from launcher.rundir import RUN_FILE, read_metrics
 
 PANELS = (
@@ -33,7 +44,6 @@ PANELS = (
     ("eval", "Eval/episodic mean reward", "evaluation episodes (the agent's evaluation policy)"),
 )
 X_AXES = ("env_frames", "agent_steps")
-BAND_LABEL = "seed min..max"
 REF_X_COLUMNS = ("env_frames", "frames", "step")
 REF_Y_COLUMNS = ("return", "episode_reward", "mean")
 REF_EXPECTED = (
@@ -42,38 +52,6 @@ REF_EXPECTED = (
 )
 
 Points = list[tuple[float, float]]
-
-
-@dataclass
-class Reference:
-    """A reference curve: mean return per x over its rows, and their min..max."""
-
-    label: str
-    x: list[float]
-    mean: list[float]
-    lo: list[float]
-    hi: list[float]
-    n_max: int = 1  # the most rows (seeds) sharing one x
-
-    @property
-    def has_spread(self) -> bool:
-        """True when some x has two rows or more (then lo..hi is drawn)."""
-        return self.n_max > 1
-
-
-@dataclass
-class PanelSeries:
-    """What one panel draws: per-seed points, their mean and band, an optional reference."""
-
-    kind: str
-    title: str
-    ylabel: str
-    xlabel: str
-    seeds: dict[int, Points] = field(default_factory=dict)
-    mean: Points = field(default_factory=list)
-    band: list[tuple[float, float, float]] = field(default_factory=list)  # (x, lo, hi)
-    reference: Reference | None = None
-    frames_fallback: bool = False  # env frames asked for, agent steps drawn
 
 
 def action_repeat(run_dir: Path | str) -> int | None:
@@ -238,7 +216,9 @@ def panel_series(
     "agent_steps"); the reference (a path or a :class:`Reference`) goes on the
     ``reference_kind`` panel (default eval; a paper whose curves are training
     episodes), in agent steps divided by the action repeat (unchanged if unknown, noted
-    in its label).
+    in its label). Each panel gets its levels, return bounds and notes from
+    :func:`launcher.levels.run_levels` (a panel without a reference curve, solved or
+    paper level says so).
 
     Raises:
       ConfigError: missing run dir or metrics, an unknown ``x``, a bad reference file.
@@ -254,9 +234,13 @@ def panel_series(
             ref = replace(ref, label=f"{ref.label} (env frames: action repeat unknown)")
         else:
             ref = replace(ref, x=[v / ar for v in ref.x])
+    levels = run_levels(run_dir)
     panels = []
     for kind, key, title in PANELS:
         per_seed = curves[kind]
+        lv = levels[kind]
+        on_panel = ref if kind == reference_kind else None
+        missing = [lv.no_reference] if lv.no_reference and on_panel is None else []
         panels.append(
             PanelSeries(
                 kind=kind,
@@ -266,61 +250,14 @@ def panel_series(
                 seeds=dict(sorted(per_seed.items())),
                 mean=mean_curve(per_seed) if len(per_seed) > 1 else [],
                 band=spread_band(per_seed),
-                reference=ref if kind == reference_kind else None,
+                reference=on_panel,
                 frames_fallback=fallback[kind],
+                levels=list(lv.levels),
+                bounds=lv.bounds,
+                notes=[*missing, *lv.notes],
             )
         )
     return panels
-
-
-def _band(ax: Any, xs: Sequence[float], lo: Sequence[float], hi: Sequence[float], **kw) -> None:
-    """A shaded band, or a bar at a single x (a one-point fill is invisible)."""
-    if len(xs) == 1:
-        ax.vlines(xs, lo, hi, lw=8, **kw)
-    else:
-        ax.fill_between(xs, lo, hi, lw=0, **kw)
-
-
-def build_figure(panels: Sequence[PanelSeries], title: str = "") -> Any:
-    """A matplotlib ``Figure`` with one axes per panel: thin per-seed lines, the mean in
-    black, the seeds' min..max band, the reference in red; eval lines always marked."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(11, 4), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, panel in zip(axes, panels, strict=True):
-        single = len(panel.seeds) == 1
-        short = any(len(points) < 2 for points in panel.seeds.values())
-        marked = panel.kind == "eval" or single or short
-        for seed, points in panel.seeds.items():
-            xs, ys = zip(*points, strict=True) if points else ((), ())
-            style: dict[str, Any] = {"lw": 2.0} if single else {"lw": 0.8, "alpha": 0.6}
-            if marked:
-                style.update(marker="o", ms=4 if single else 3)
-            ax.plot(xs, ys, label=f"seed {seed}", **style)
-        if panel.band:
-            xs, lo, hi = zip(*panel.band, strict=True)
-            _band(ax, xs, lo, hi, color="black", alpha=0.15, label=BAND_LABEL)
-        if panel.mean:
-            xs, ys = zip(*panel.mean, strict=True)
-            mark = {"marker": "o", "ms": 5} if marked else {}
-            ax.plot(xs, ys, lw=2.2, color="black", label=f"mean of {len(panel.seeds)}", **mark)
-        ref = panel.reference
-        if ref is not None:
-            if ref.has_spread:
-                spread = f"{ref.label} min..max"
-                _band(ax, ref.x, ref.lo, ref.hi, color="tab:red", alpha=0.12, label=spread)
-            ax.plot(ref.x, ref.mean, color="tab:red", lw=1.8, ls="--", label=ref.label)
-        ax.set_title(panel.title)
-        ax.set_xlabel(panel.xlabel)
-        ax.set_ylabel(panel.ylabel)
-        ax.grid(alpha=0.3)
-        if panel.seeds or ref is not None:
-            ax.legend(fontsize=8)
-        if not panel.seeds:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(title)
-    return fig
 
 
 def plot_run(
@@ -355,10 +292,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run_dir",
         type=Path,
         nargs="+",
-        help="a run directory (runs/<agent>-<env>-<protocol>-<hash>); with --compare, "
-        "several, or sweep directories",
+        help="a run directory (runs/<agent>-<env>-<protocol>-<hash>); several, or sweep "
+        "directories: the runs overlaid, a row of panels per env (launcher.overlay)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="PNG path (default: in RUN_DIR)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="PNG path (default: in RUN_DIR; overlay: <common parent>/plots/overlay_<hash>.png)",
+    )
     parser.add_argument(
         "--x", choices=X_AXES, default="env_frames", help="x axis (default: env_frames)"
     )
@@ -382,10 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for path in result["files"]:
                 print(path)
             return 0
-        if len(args.run_dir) != 1:
-            raise ConfigError("one run directory at a time (several only with --compare paper)")
-        path = plot_run(
-            args.run_dir[0], args.out, x=args.x, reference=args.reference, label=args.label
+        from launcher.overlay import expand_runs, plot_overlay
+
+        runs = expand_runs(args.run_dir)
+        kw = {"x": args.x, "reference": args.reference, "label": args.label}
+        path = (
+            plot_run(runs[0], args.out, **kw)
+            if len(runs) == 1
+            else plot_overlay(runs, args.out, **kw)
         )
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -7,8 +7,9 @@
     compile train ("compiling" on the bar; kept out of steps/s)
     for each chunk c of log_frequency env steps:
         state, metrics = train(state, ticks of c)              ticks unbatched
-        agent.check + finiteness guards -> per-seed metrics JSONL + W&B
+        agent.check + finiteness guards -> per-seed metrics JSONL + W&B + TensorBoard
         -> evaluation on its schedule -> checkpoint (named by env step)
+        -> W&B gets the rows of the chunks the checkpoint covers
 
 The tick array holds absolute tick indices, ``(c-1)*C + arange(C)``; a resumed run
 restores the state and continues the ticks at the saved offset, bit-identical to an
@@ -37,13 +38,13 @@ import numpy as np
 from launcher import build, faults, guards, provenance
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
-from launcher.compare import wandb_reference_rows
 from launcher.errors import ConfigError, RunStopped
 from launcher.interrupts import CtrlC
+from launcher.loggers import RunLoggers, finish_complete, kept_rows
 from launcher.program import SeedProgram, seed_keys
 from launcher.progress import Progress
 from launcher.rows import per_seed_rows, seed_mean, to_host
-from launcher.rundir import RunDir, read_metrics
+from launcher.rundir import RunDir
 from launcher.schema import RunSpec
 from launcher.summary import RunResult
 from launcher.wandb_logger import WandbRuns
@@ -154,7 +155,7 @@ def _locked_run(
                 state = program.place(callbacks.run_pretrain(state, spec))
             start, steps_done = 0, 0
             wandb_ids = rd.read_wandb_ids() or WandbRuns.new_ids(seeds, spec.logger.mode)
-        wb = WandbRuns(spec.logger, spec.run_name, seeds, wandb_ids, spec.config, rd.path)
+        loggers = RunLoggers(spec, seeds, wandb_ids, rd)
         started = True
     except BaseException:
         if ckpt is not None:
@@ -177,10 +178,7 @@ def _locked_run(
     if stored is None or stored.get("config_hash") != spec.config_hash:
         rd.write_run(spec, {**_run_facts(agent, env, program), "provenance": origin})
     rd.write_wandb_ids(wandb_ids)
-    if restored is None:  # a resumed W&B run has its reference line already
-        wb.log_reference(
-            wandb_reference_rows(spec.config["agent"], spec.env.id, spec.env.action_repeat)
-        )
+    loggers.open(steps_done if restored is not None else None)
 
     bar = Progress(p.n_timesteps, steps_done, spec.logger.progress, spec.run_name)
     evaluating = p.eval_frequency > 0
@@ -190,14 +188,14 @@ def _locked_run(
     chunk = start
     compile_seconds = 0.0
     updates_before = np.asarray(to_host(jax.vmap(agent.counters)(state))["Train/n_updates"])
-    wandb_dirs = wb.offline_dirs()
+    wandb_dirs = loggers.offline_dirs()
 
     def record(rows: list[dict[str, Any]], chunk: int) -> None:
         for i, (seed, row) in enumerate(zip(seeds, rows, strict=True)):
             rd.append_metrics(seed, [row])
             if i == 0:
                 faults.point("metrics", chunk)
-        wb.log(rows)
+        loggers.record(rows)  # W&B gets them once their checkpoint is saved (commit below)
 
     def evaluate(state: Any, chunk: int, steps: int) -> tuple[Any, list[dict[str, Any]]]:
         state, em = program.evaluate(state, eval_keys)
@@ -260,6 +258,7 @@ def _locked_run(
                     faults.point("saving", chunk)
                     ckpt.wait()
                     faults.point("saved", chunk)
+                    loggers.commit()
                     log.info("chunk %d: checkpoint at env step %d", chunk, steps)
                 bar.update(steps - steps_done, sps)
                 steps_done = steps
@@ -271,7 +270,7 @@ def _locked_run(
         raise
     finally:
         ckpt.close()
-        wb.finish()
+        loggers.finish()
         bar.close()
         _unlog(handler)
 
@@ -319,16 +318,18 @@ def _complete(
     state: Any,
     plot: bool,
 ) -> RunResult:
-    """The result of relaunching a finished run: nothing trained, logged or written."""
+    """The result of relaunching a finished run: nothing trained, logged or written
+    (but the rows its W&B logs lack, after a kill that kept the last ones from W&B)."""
     seeds = list(spec.protocol.seeds)
     finals: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
-    for seed in seeds:
-        rows = read_metrics(rd.metrics_file(seed)) if rd.metrics_file(seed).exists() else []
+    kept = kept_rows(rd, seeds)
+    for rows in kept:
         for kind in finals:
             last = [r for r in rows if r.get("kind") == kind]
             finals[kind].append(last[-1] if last else {})
     curves = rd.plots / "learning_curves.png"
     log.info("%s is already complete (chunk %d)", rd.path, meta["chunk"])
+    wandb_dirs = finish_complete(spec, rd, kept)
     return RunResult(
         run_dir=rd.path,
         spec=spec,
@@ -340,7 +341,7 @@ def _complete(
         final_eval=finals["eval"],
         metrics_files=[rd.metrics_file(s) for s in seeds],
         plot=curves if plot and curves.exists() else None,
-        wandb_dirs=[],
+        wandb_dirs=wandb_dirs,
         compiles=program.compiles(),
         n_devices=program.n_devices,
         state=state,

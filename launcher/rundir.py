@@ -10,6 +10,7 @@ Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<protocol>-<hash>`` or ``hydra.run.di
     metrics/seed_<s>.jsonl   one line per train chunk / evaluation
     plots/learning_curves.png
     wandb/                   W&B offline runs (``wandb sync``)
+    tensorboard/seed_<s>/    TensorBoard event files (``logger.tensorboard``), one per launch
     launcher.log             the launches' log (created once a launch passes its checks)
 
 The JSON files are written atomically (temporary file + rename) and the metrics files

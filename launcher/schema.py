@@ -86,6 +86,9 @@ class LoggerSpec:
       project, entity: the W&B project and entity (None = the account's default).
       group: the W&B group of the per-seed runs; None = the experiment name.
       tags: W&B tags.
+      tensorboard: also write TensorBoard event files, one directory per seed
+        (``RUN_DIR/tensorboard/seed_<s>/``, :mod:`launcher.tensorboard_logger`); the
+        ``logger=tensorboard`` preset sets it with W&B disabled.
       progress: show the progress bar.
     """
 
@@ -94,6 +97,7 @@ class LoggerSpec:
     entity: str | None = None
     group: str | None = None
     tags: tuple[str, ...] = ()
+    tensorboard: bool = False
     progress: bool = True
 
 

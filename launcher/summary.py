@@ -65,6 +65,8 @@ def summary(result: RunResult) -> str:
             lines.append(
                 f"              upload: wandb sync {result.run_dir / 'wandb'}/offline-run-*"
             )
+    if spec.logger.tensorboard and not result.already_complete:
+        lines.append(f"TensorBoard:  tensorboard --logdir {result.run_dir / 'tensorboard'}")
     for name, key in RETURN_KEYS:
         rows = result.final_train if name == "train" else result.final_eval
         values = [r.get(key) for r in rows]

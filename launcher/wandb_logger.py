@@ -1,24 +1,76 @@
 """Weights & Biases: one W&B run per seed, grouped by experiment, config logged.
 
 ``mode=offline`` (the default) needs no account and no network: each launch writes
-``RUN_DIR/wandb/offline-run-<time>-<id>/``, uploaded later with ``wandb sync``. The
-run ids are created once and kept in ``RUN_DIR/wandb_ids.json``, so a resumed run
-continues the same W&B runs (``resume="allow"``). Metrics are logged with ``timestep``
-as their x-axis (``define_metric``), so relogging chunks after a resume never conflicts
-with W&B's own step counter. ``mode=disabled`` imports nothing.
+``RUN_DIR/wandb/offline-run-<time>-<id>/``, uploaded later with ``wandb sync`` (which
+syncs the launches of one run id in order). The run ids are created once and kept in
+``RUN_DIR/wandb_ids.json``, so a resumed run continues the same W&B runs
+(``resume="allow"``). Metrics are charted against ``timestep`` (``define_metric``).
+``mode=disabled`` imports nothing.
+
+History across launches (a resume, a ``kill -9``): a run's W&B history is the same as an
+uninterrupted run's, row for row (values and ``_step``; only W&B's own ``_runtime`` /
+``_timestamp`` differ), so a synced dashboard shows each timestep once and no row of a
+chunk that a resume rolled back. How:
+
+* a chunk's rows (train, eval) are staged and handed to W&B only once the checkpoint
+  that covers them is saved (:meth:`WandbRuns.stage`, :meth:`WandbRuns.commit`): rows a
+  resume would roll back never reach W&B;
+* each row is logged at an explicit ``_step``, one past the last step W&B already holds
+  for the run id (W&B's offline resume would restart at 0);
+* at start, the history W&B holds is read back from the transaction logs of the earlier
+  launches (:mod:`launcher.wandb_history`): the launch then offers the run's rows from
+  the start (the paper's reference rows, then every metrics row kept in
+  ``metrics/seed_<s>.jsonl``) and logs only those past what W&B holds, so rows that a
+  kill kept from W&B (after the checkpoint, before W&B wrote them) are logged once, and
+  rows it already has are not logged again.
+
+W&B's rewind (``resume_from="<id>?_step=<n>"``) is not used: it is carried out by the W&B
+server, so it cannot clean an offline run's files.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import secrets
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher import wandb_history
 from launcher.errors import ConfigError
 from launcher.schema import LoggerSpec
+
+log = logging.getLogger(__name__)
+
+NOT_LOGGED = ("chunk", "kind")  # the metrics files' bookkeeping, not W&B metrics
+REFERENCE_PREFIX = "Paper/"  # the reference rows' metrics (launcher.compare)
+
+
+@dataclass
+class _History:
+    """What one W&B run holds, and how many of this launch's offered rows it covers."""
+
+    reference: int = 0  # reference rows W&B holds
+    rows: int = 0  # metrics rows W&B holds
+    next_step: int = 0  # the ``_step`` of the next row logged
+    offered_reference: int = 0
+    offered_rows: int = 0
+
+    @classmethod
+    def read(cls, wandb_dir: Path, run_id: str) -> _History:
+        """The history of ``run_id`` in the transaction logs under ``wandb_dir``."""
+        try:
+            rows = wandb_history.history(wandb_dir, run_id)
+        except Exception as err:  # noqa: BLE001 - unreadable: log all rows (a warning)
+            log.warning("cannot read W&B's logs of run %s (%s): rows may repeat", run_id, err)
+            rows = []
+        reference = sum(any(str(k).startswith(REFERENCE_PREFIX) for k in r) for r in rows)
+        steps = [int(r["_step"]) for r in rows if isinstance(r.get("_step"), int | float)]
+        return cls(reference, len(rows) - reference, max(steps, default=-1) + 1)
 
 
 class WandbRuns:
@@ -46,6 +98,8 @@ class WandbRuns:
         self.mode = logger.mode
         self.seeds = list(seeds)
         self.runs: list[Any] = []
+        self._history: list[_History] = []
+        self._staged: list[Sequence[Mapping[str, Any]]] = []
         if self.mode == "disabled":
             return
         # Our top-level package is named `agents`, which W&B mistakes for the LLM
@@ -56,6 +110,8 @@ class WandbRuns:
         directory.mkdir(parents=True, exist_ok=True)
         wandb_dir = directory / "wandb"
         before = set(wandb_dir.iterdir()) if wandb_dir.is_dir() else None
+        # read before this launch's own (empty) logs exist
+        self._history = [_History.read(wandb_dir, ids[seed]) for seed in self.seeds]
         settings = wandb.Settings(silent=True, console="off", disable_git=True, save_code=False)
         for seed in self.seeds:
             try:
@@ -92,21 +148,71 @@ class WandbRuns:
         return {s: "".join(secrets.choice(alphabet) for _ in range(8)) for s in seeds}
 
     def log(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Log one row per seed (same order as ``seeds``); non-finite values kept."""
-        for run, row in zip(self.runs, rows, strict=False):
-            run.log({k: v for k, v in row.items() if k not in ("chunk", "kind")})
+        """Log one metrics row per seed (same order as ``seeds``), in the run's order;
+        a row W&B already holds (offered again after a resume) is skipped."""
+        for i, row in enumerate(rows[: len(self.runs)]):
+            self._log_row(i, row)
+
+    def stage(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Keep one row per seed for :meth:`commit` (rows of a chunk not saved yet)."""
+        if self.runs:
+            self._staged.append([dict(r) for r in rows])
+
+    def commit(self) -> None:
+        """Log the staged rows: the checkpoint that covers their chunks is saved."""
+        staged, self._staged = self._staged, []
+        for rows in staged:
+            self.log(rows)
+
+    def catch_up(self, rows_by_seed: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+        """Offer the rows a resumed run kept (each seed's metrics file, in order): W&B
+        gets those it lacks. A metrics file's ``null`` is the NaN W&B was given."""
+        for i, rows in enumerate(rows_by_seed[: len(self.runs)]):
+            for row in rows:
+                self._log_row(i, {k: math.nan if v is None else v for k, v in row.items()})
+
+    def _held(self, i: int) -> _History:
+        """What run ``i`` holds (nothing, for a run set from outside, as tests do)."""
+        while len(self._history) <= i:
+            self._history.append(_History())
+        return self._history[i]
+
+    def _log_row(self, i: int, row: Mapping[str, Any]) -> None:
+        held = self._held(i)
+        held.offered_rows += 1
+        if held.offered_rows > held.rows:
+            self._log(self.runs[i], held, {k: v for k, v in row.items() if k not in NOT_LOGGED})
 
     def log_reference(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Log the same rows (the paper's curve, ``launcher.compare.wandb_reference_rows``)
-        to every seed's run: a reference line beside the run's own curves."""
-        for run in self.runs:
+        to every seed's run: a reference line beside the run's own curves. Offered by
+        every launch; a run gets the rows it does not hold yet."""
+        for i, run in enumerate(self.runs):
+            held = self._held(i)
             for row in rows:
-                run.log(dict(row))
+                held.offered_reference += 1
+                if held.offered_reference > held.reference:
+                    self._log(run, held, dict(row))
+
+    @staticmethod
+    def _log(run: Any, held: _History, row: Mapping[str, Any]) -> None:
+        run.log(dict(row), step=held.next_step, commit=True)
+        held.next_step += 1
 
     def finish(self) -> None:
+        """End the runs; staged rows (of chunks not saved) are dropped. Returns once the
+        transaction logs are written: ``run.finish()`` returns before W&B's service has
+        closed the last run's log (read right after, it held only its header), so the
+        service is shut down (``wandb.teardown``) and the next launch starts another."""
+        self._staged = []
+        if not self.runs:
+            return
         for run in self.runs:
             run.finish()
         self.runs = []
+        import wandb
+
+        wandb.teardown()
 
     def offline_dirs(self) -> list[str]:
         """The offline run directories written by this launch."""
@@ -116,6 +222,44 @@ class WandbRuns:
             if directory:
                 out.append(os.path.dirname(directory))
         return out
+
+
+def top_up(
+    logger: LoggerSpec,
+    run_name: str,
+    seeds: Sequence[int],
+    ids: Mapping[int, str],
+    config: Mapping[str, Any],
+    directory: Path,
+    reference: Sequence[Mapping[str, Any]],
+    rows_by_seed: Sequence[Sequence[Mapping[str, Any]]],
+) -> list[str]:
+    """A finished run's relaunch: log the rows its W&B runs lack (a kill after the final
+    checkpoint, before W&B wrote that chunk's rows) and return the offline directories
+    written. A run whose W&B logs are whole, or that never logged to W&B, gets nothing:
+    no W&B run is started. If W&B cannot start, a warning (the run is done)."""
+    if logger.mode == "disabled" or not ids or set(seeds) - set(ids):
+        return []
+    wandb_dir = Path(directory) / "wandb"
+    if not any(wandb_history.run_logs(wandb_dir, ids[s]) for s in seeds):
+        return []
+    held = [_History.read(wandb_dir, ids[s]) for s in seeds]
+    if all(
+        h.reference >= len(reference) and h.rows >= len(rows)
+        for h, rows in zip(held, rows_by_seed, strict=True)
+    ):
+        return []
+    try:
+        wb = WandbRuns(logger, run_name, seeds, ids, config, Path(directory))
+    except ConfigError as err:
+        log.warning("the W&B runs lack rows of the last chunks, not logged: %s", err)
+        return []
+    try:
+        wb.log_reference(reference)
+        wb.catch_up(rows_by_seed)
+        return wb.offline_dirs()
+    finally:
+        wb.finish()
 
 
 def _remove_new(wandb_dir: Path, before: set[Path] | None) -> None:

@@ -46,7 +46,7 @@ from agents.dreamerv3.train import (
     train_step,
 )
 from envs.core import Env
-from envs.row_collector import RowCollector, RowCollectorState
+from envs.row_collector import RowCollector, RowCollectorState, single_env_policy
 
 
 @struct.dataclass
@@ -250,3 +250,8 @@ class DreamerV3:
             "Eval/episode returns": returns,
         }
         return state.replace(n_evals=state.n_evals + 1), metrics
+
+    def eval_policy(self, state: DreamerV3State) -> tuple[Any, Carry]:
+        """The sampling policy of :meth:`evaluate` for one env and its zero carry
+        (agent_api's optional ``eval_policy``: ``launcher.evaluate --video``)."""
+        return single_env_policy(self.policy_fn(state.train.params)), init_carry(self.nets, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agent_api import AcceleratorCost, AgentEntry, EnvRequirements
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
+from agents.dreamerv3.cost import cpu_cost
 from agents.dreamerv3.paper import PAPER
 
 _POSITIVE = (
@@ -72,11 +73,9 @@ ENTRY = AgentEntry(
         "beta2": (0, 1),
         **{f: (0, None) for f in _NON_NEGATIVE},
     },
-    # One agent step (= one row) of one seed pinned to one core, updates and acting
-    # included, at the reference ratio 512 with 16 envs (0.5 updates per row;
-    # docs/PERFORMANCE.md, DreamerV3 "Whole-loop throughput": 0.33 s per row at 1m, and the
-    # 12m train step, 4.9 s, halved, on a quiet 2-core box; slower CPUs take longer).
-    cpu_seconds_per_step={"1m": 0.33, "12m": 2.5},
+    # What a run costs on a CPU under the composed config (the train ratio's updates per
+    # row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
+    cpu_cost=cpu_cost,
     # Measured with this project on one H200 (benchmarks/accelerator_check.py, the whole
     # 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md "Accelerator
     # check"). The 1m preset was not timed: a dry run says unknown.

@@ -40,7 +40,7 @@ from agents.tdmpc2.train_state import TDMPC2TrainState, init_train_state
 from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import WorldModel
 from envs.core import Env
-from envs.row_collector import RowCollector, RowCollectorState
+from envs.row_collector import RowCollector, RowCollectorState, single_env_policy
 
 
 @struct.dataclass
@@ -281,6 +281,13 @@ class TDMPC2:
             "Eval/episode returns": returns,
         }
         return state.replace(n_evals=state.n_evals + 1), metrics
+
+    def eval_policy(self, state: TDMPC2State) -> tuple[Any, jax.Array]:
+        """The eval-mode planner of :meth:`evaluate` for one env and its zero carry
+        (agent_api's optional ``eval_policy``: ``launcher.evaluate --video``)."""
+        policy = self.policy_fn(state.train.params, eval_mode=True)
+        carry = jnp.zeros((1, self.cfg.horizon, self.env.spec.action_size))
+        return single_env_policy(policy), carry
 
 
 def batched_policy(decide: Any):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agent_api import AcceleratorCost, AgentEntry, EnvRequirements
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
+from agents.tdmpc2.cost import cpu_cost
 from agents.tdmpc2.multitask_config import MultiTaskConfig
 from agents.tdmpc2.paper import PAPER
 
@@ -58,10 +59,10 @@ ENTRY = AgentEntry(
         **{f: (0, 1) for f in _UNIT},
         **{f: (0, None) for f in _NON_NEGATIVE},
     },
-    # One agent step = one plan + one update, one seed pinned to one core
-    # (docs/PERFORMANCE.md: the learning checks' CPU time per step at size 1, the
-    # speed table's plan + update at size 5). Larger presets are not measured.
-    cpu_seconds_per_step={1: 0.40, 5: 0.95},
+    # What a run costs on a CPU under the composed config (seed steps, updates, batch,
+    # horizon, planner samples x iterations, model size, envs, evaluation):
+    # agents/tdmpc2/cost.py.
+    cpu_cost=cpu_cost,
     # Measured with this project on one H200 (benchmarks/accelerator_check.py, the whole
     # size-5 chunk on walker_walk, 1 env, one seed; docs/PERFORMANCE.md "Accelerator
     # check"): slower than the reference author's 0.0108 s on an RTX 3090 with

@@ -18,10 +18,16 @@ ROOT = Path(__file__).parents[2]
 
 
 def launcher(
-    *args: str, cwd: Path, timeout: int = 1200, check: bool = True, **extra: str
+    *args: str,
+    cwd: Path,
+    timeout: int = 1200,
+    check: bool = True,
+    module: str = "launcher",
+    **extra: str,
 ) -> subprocess.CompletedProcess:
-    """``python -m launcher *args`` in ``cwd`` with the session's compile cache and matmul
-    precision; ``extra`` are environment variables. Asserts exit 0 when ``check``."""
+    """``python -m launcher *args`` (or ``-m module``: ``launcher.evaluate``) in ``cwd`` with
+    the session's compile cache and matmul precision; ``extra`` are environment variables.
+    Asserts exit 0 when ``check``."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -34,7 +40,7 @@ def launcher(
     }
     env = {k: v for k, v in env.items() if v != ""}
     proc = subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -72,3 +78,19 @@ def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str, *, refere
     assert (run_dir / "plots" / f"paper_{env_id}.png").exists()
     launches = read_metrics(run_dir / "launches.jsonl")
     assert launches and {"git_sha", "git_dirty", "jax", "backend"} <= set(launches[0])
+
+
+def assert_episode_video(path: Path, n_frames: int) -> None:
+    """``path`` is an MP4 of ``n_frames`` frames (read back with imageio-ffmpeg, the writer
+    of ``launcher.evaluate --video``), none of them one flat colour, not all the same."""
+    import imageio_ffmpeg
+    import numpy as np
+
+    assert path.is_file(), path
+    reader = imageio_ffmpeg.read_frames(str(path))
+    width, height = next(reader)["size"]
+    frames = np.stack([np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader])
+    assert frames.shape[0] == n_frames
+    assert all(np.ptp(f) > 0 for f in frames)  # something drawn in every frame
+    # and it moves (by more than the codec's noise: an edge crossing some pixel)
+    assert np.abs(frames.astype(np.int16) - frames[0]).max() > 32

@@ -159,13 +159,44 @@ def test_wandb_gets_the_reference_line(tmp_path):
         def __init__(self):
             self.logged = []
 
-        def log(self, row):
+        def log(self, row, **_):  # step, commit: W&B's arguments
             self.logged.append(row)
 
     wb = WandbRuns(LoggerSpec(mode="disabled"), "name", [0, 1], {}, {}, tmp_path)
     wb.runs = [FakeRun(), FakeRun()]  # one per seed, as a started logger holds
     wb.log_reference(rows)
     assert all(run.logged == rows for run in wb.runs)
+
+
+def test_a_short_run_logs_the_paper_only_up_to_its_end(tmp_path, monkeypatch):
+    """A 40-step fake run (repeat 2: 80 env frames) on an env given a paper curve gets the
+    curve's rows up to its span and one past it, not the 1M-frame curve."""
+    import numpy as np
+    from launcher_fakes import launch
+
+    import launcher.loggers
+    from launcher.compare import wandb_reference_rows
+
+    # the published walker curve for a 40-step smoke: 2 rows (0 and 100K), not 41 to 4M
+    rows = wandb_reference_rows(TDMPC2, "walker_walk", 2, upto_frames=80)
+    assert [r["env_frames"] for r in rows] == [0, 100_000]
+    x = np.array([0, 50, 100, 150, 1_000_000])
+    curve = paper_curves.PaperCurve("fake", "probe", "task", "eval", 1_000_000, {0: (x, x / 1e3)})
+    monkeypatch.setattr(paper_curves, "curve", lambda agent, env_id: curve)
+    logged = []
+
+    def spy(*args, **kwargs):
+        logged.append(wandb_reference_rows(*args, **kwargs))
+        return logged[-1]
+
+    monkeypatch.setattr(launcher.loggers, "wandb_reference_rows", spy)
+    launch(
+        tmp_path / "run",
+        env={"action_repeat": 2},
+        protocol={"n_timesteps": 40, "checkpoint_frequency": 20, "seeds": [0]},
+    )
+    assert logged and all([r["env_frames"] for r in rows] == [0, 50, 100] for rows in logged)
+    assert [r["timestep"] for r in logged[0]] == [0, 25, 50]
 
 
 def test_markdown_lists_the_first_three_differences():

@@ -73,7 +73,7 @@ def test_conf_tree_matches_the_registries():
         assert mine == set(entry.model_sizes) | family, entry.name
     protocols = {"quick", "smoke", "learning_check", "paper", "offline"}
     assert set(group_options("protocol")) == protocols
-    assert set(group_options("logger")) == {"offline", "online", "disabled"}
+    assert set(group_options("logger")) == {"offline", "online", "disabled", "tensorboard"}
     for entry in found.values():
         surface = {f.name for f in dataclasses.fields(entry.config_cls)}
         yaml_keys = set(agent_yaml(entry.name))
@@ -120,7 +120,7 @@ def test_every_valid_combination_resolves(base_config, env_sections):
         valid_envs = compatible_envs(entry)
         if entry.requirements.task_set:  # a multi-task agent runs the task sets only
             home = "probe_tasks"
-            assert set(valid_envs) == {"mt3_cpu", "mt30_dmc19", "probe_tasks"}
+            assert set(valid_envs) == {"mt3_cpu", "mt3_dmc", "mt30_dmc19", "probe_tasks"}
         else:
             home = "walker_walk"
             assert {"pendulum", "walker_walk", "cartpole_balance"} <= set(valid_envs)

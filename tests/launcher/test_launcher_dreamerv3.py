@@ -8,6 +8,7 @@
   ``+resume=force``; in process, the states compared leaf by leaf) and a run killed with
   SIGKILL after its second chunk trained, then relaunched (subprocesses, the metrics rows
   compared), are each bit-identical to the uninterrupted run.
+* ``launcher.evaluate RUN --video`` on the CartPole run: an MP4 drawn by gymnax's renderer.
 
 The subprocesses share the test session's persistent compilation cache, so the kill test's
 launches load the program the in-process run compiled.
@@ -16,15 +17,17 @@ launches load the program the in-process run compiled.
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 import jax
 import numpy as np
 import pytest
-from real_agents import assert_judged_off_protocol, launcher, rows
+from real_agents import assert_episode_video, assert_judged_off_protocol, launcher, rows
 
 from launcher.checkpoint import to_raw
 from launcher.cli import compose_spec
+from launcher.evaluate import main as evaluate_main
 from launcher.run import run
 
 SMOKE = ["agent=dreamerv3", "protocol=smoke", "logger=disabled"]
@@ -83,6 +86,20 @@ def test_resumed_run_whose_ring_grows_is_bit_identical(cartpole):
     assert_states_equal(full.state, grown.state, skip=("n_evals",))
     assert int(full.state.n_evals[0]) == 1 and int(grown.state.n_evals[0]) == 2
     assert train_rows(full.run_dir) == train_rows(grown.run_dir)
+
+
+def test_gymnax_episode_video(cartpole, capsys):
+    """``python -m launcher.evaluate RUN --video`` on the gymnax CartPole run: one episode
+    of the sampling policy drawn by gymnax's renderer, the reset state + one frame a step
+    until the pole falls or T = 20."""
+    run_dir = cartpole["full"].run_dir
+    assert evaluate_main([str(run_dir), "--video"]) == 0
+    out = capsys.readouterr().out
+    path = run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4"
+    (line,) = [x for x in out.splitlines() if x.startswith("seed 0 episode 0:")]
+    steps = int(re.search(r"over (\d+) steps", line)[1])
+    assert line.endswith(f"{steps + 1} frames at 50 fps -> {path}") and 1 <= steps <= 20
+    assert_episode_video(path, steps + 1)
 
 
 def test_killed_after_training_then_relaunched_is_bit_identical(cartpole, tmp_path):

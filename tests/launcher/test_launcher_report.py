@@ -1,5 +1,7 @@
 """launcher.report on synthetic run dirs: env-frame x axis (and agent steps), eval
-markers, the seeds' spread band, reference curves, errors and the CLI."""
+markers, the seeds' spread band, reference curves, errors and the CLI; the levels
+(random policy, solved, the paper's final score), the y-range and the panels' notes
+(launcher.plotting, launcher.levels); several runs overlaid (launcher.overlay)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from envs.returns import episode_returns
+from launcher import paper_curves
 from launcher.errors import ConfigError
+from launcher.overlay import overlay_panels, run_labels
+from launcher.plotting import overlay_figure, y_limits
 from launcher.report import (
     BAND_LABEL,
     build_figure,
@@ -40,17 +46,26 @@ def make_run(
     seeds: dict[int, list[dict]],
     repeat: int | None = 2,
     where: str = "identity",
+    *,
+    env_id: str = "probe",
+    name: str = "run",
+    identity: dict | None = None,
+    config: dict | None = None,
 ) -> Path:
-    """A run dir with ``metrics/seed_<s>.jsonl`` and (repeat given) a run.json holding
-    the action repeat in ``identity.env`` or ``env_spec``."""
-    run_dir = root / "run"
+    """A run dir ``root/name`` with ``metrics/seed_<s>.jsonl`` and (repeat given) a
+    run.json holding the env id and action repeat in ``identity.env`` or ``env_spec``,
+    plus ``identity`` sections (agent, protocol) and a composed ``config``."""
+    run_dir = root / name
     (run_dir / "metrics").mkdir(parents=True)
     for seed, rows in seeds.items():
         text = "".join(json.dumps(r) + "\n" for r in rows)
         (run_dir / "metrics" / f"seed_{seed}.jsonl").write_text(text)
     if repeat is not None:
-        env = {"id": "probe", "action_repeat": repeat}
+        env = {"id": env_id, "action_repeat": repeat}
         data = {"identity": {"env": env}} if where == "identity" else {"env_spec": env}
+        data.setdefault("identity", {}).update(identity or {})
+        if config is not None:
+            data["config"] = config
         (run_dir / "run.json").write_text(json.dumps(data))
     return run_dir
 
@@ -250,3 +265,123 @@ def test_cli_x_and_reference(tmp_path, capsys):
     assert err.startswith("error: ") and err.count("\n") == 1 and str(missing) in err
     assert main([str(tmp_path / "missing")]) == 2
     assert "no such run directory" in capsys.readouterr().err
+
+
+# ---------------------------------------------- levels, y-range, notes, isolated points
+TDMPC2 = {"name": "tdmpc2", "entry": "agents.tdmpc2.entry:ENTRY"}  # a composed agent section
+
+
+def hlines(ax) -> dict[str, float]:
+    """label -> y of the axes' horizontal lines (axhline: x 0..1 in axes units)."""
+    return {
+        ln.get_label(): float(ln.get_ydata()[0])
+        for ln in ax.get_lines()
+        if list(ln.get_xdata()) == [0, 1] and ln.get_ydata()[0] == ln.get_ydata()[1]
+    }
+
+
+def texts(ax) -> str:
+    return "\n".join(t.get_text() for t in ax.texts)
+
+
+def test_points_a_line_cannot_show_are_marked(tmp_path):
+    """A training curve with NaN rows (no episode ended in those chunks): the points
+    between two gaps get markers, the others stay a plain line."""
+    nan = float("nan")
+    ys = [nan, 5.0, nan, 6.0, 7.0]
+    seeds = {s: [train_row(i + 1, 10 * (i + 1), y + s) for i, y in enumerate(ys)] for s in (0, 1)}
+    train_ax = build_figure(panel_series(make_run(tmp_path, seeds))).axes[0]
+    lines = {ln.get_label(): ln for ln in train_ax.get_lines()}
+    for label in ("seed 0", "seed 1", "mean of 2"):
+        assert lines[label].get_marker() not in (None, "None", ""), label
+        assert list(lines[label].get_markevery()) == [1], label
+
+
+def test_levels_are_drawn_and_kept_in_the_y_range(tmp_path):
+    """40 evaluations from -500 to -461 on acrobot: the random-policy and solved levels
+    are horizontal lines and in view, so the climb fills a tenth of the panel, not all."""
+    seeds = {0: [eval_row(i, 10 * i, -500.0 + i) for i in range(40)]}
+    eval_ax = build_figure(panel_series(make_run(tmp_path, seeds, 1, env_id="acrobot"))).axes[1]
+    facts = episode_returns("acrobot")
+    assert sorted(hlines(eval_ax).values()) == [facts.random, facts.solved] == [-498.9, -100.0]
+    lo, hi = eval_ax.get_ylim()
+    assert lo <= -500 and hi >= -100 and 39 / (hi - lo) < 0.1
+    assert "no reference" not in texts(eval_ax)  # the solved level is one
+
+
+def test_a_panel_without_reference_says_so_and_spans_a_quarter_of_the_returns(tmp_path):
+    seeds = {0: [eval_row(i, 10 * i, 20.0 + i) for i in range(5)]}
+    run_dir = make_run(tmp_path, seeds, env_id="point_mass_easy")
+    eval_ax = build_figure(panel_series(run_dir)).axes[1]
+    assert "no reference: no published curve or solved level for point_mass_easy" in texts(eval_ax)
+    assert "random-policy level of point_mass_easy: not measured" in texts(eval_ax)
+    lo, hi = eval_ax.get_ylim()  # DMC returns: 0..1000; data 20..24
+    assert hi - lo >= 250 and -50 < lo < 0 and hi > 250 and hlines(eval_ax) == {}
+
+
+def test_the_paper_level_is_on_its_metric_panel(tmp_path):
+    seeds = {0: [train_row(1, 10, 5.0), eval_row(1, 10, 7.0)]}
+    ident = {"agent": {"name": "tdmpc2"}}
+    run_dir = make_run(
+        tmp_path, seeds, env_id="walker_walk", identity=ident, config={"agent": TDMPC2}
+    )
+    train_ax, eval_ax = build_figure(panel_series(run_dir)).axes
+    final = paper_curves.curve(TDMPC2, "walker_walk").final_level()
+    (label,) = hlines(eval_ax)
+    assert hlines(eval_ax)[label] == pytest.approx(final) and "tdmpc2 paper at 4M" in label
+    assert eval_ax.get_ylim()[1] > final > 900 and "no reference" not in texts(eval_ax)
+    assert "no reference on this panel (tdmpc2's paper: eval episodes)" in texts(train_ax)
+    # a reference curve on the panel (--reference) replaces the note
+    csv = write_csv(tmp_path / "r.csv", "env_frames,return\n0,1\n40,6\n")
+    panels = by_kind(panel_series(run_dir, reference=csv, reference_kind="train"))
+    assert not any(n.startswith("no reference") for n in panels["train"].notes)
+
+
+def test_y_limits():
+    assert y_limits([]) is None and y_limits([float("nan")]) is None
+    assert y_limits([5.0, 5.0]) == (4.0, 6.0)  # flat, bounds unknown
+    assert y_limits([-500.0, -460.0], (-500.0, 0.0)) == (-506.25, -368.75)  # >= 125 wide
+    assert y_limits([990.0], (0.0, 1000.0)) == (737.5, 1012.5)  # moved inside the bounds
+    assert y_limits([-1450.0, -180.0], (-3254.7, 0.0)) == (-1513.5, -116.5)  # wide enough
+
+
+# ------------------------------------------------------------------------ overlay
+def labelled_run(root: Path, name: str, env_id: str, seeds: list[int], lr: float) -> Path:
+    """A run of the fake agent named ``name`` with the given seeds and learning rate."""
+    rows = {s: [train_row(1, 10, 1.0 + s), eval_row(1, 10, 2.0 + s)] for s in seeds}
+    ident = {"agent": {"name": "fake", "lr": lr}, "protocol": {"name": "quick", "seeds": seeds}}
+    return make_run(root, rows, env_id=env_id, name=name, identity=ident)
+
+
+def test_several_runs_are_overlaid_one_row_of_panels_per_env(tmp_path, capsys):
+    a = labelled_run(tmp_path, "a", "pendulum", [0], 0.1)
+    b = labelled_run(tmp_path, "b", "pendulum", [1, 2], 0.1)  # seeds launched separately
+    c = labelled_run(tmp_path, "c", "cartpole", [0], 0.01)
+    out = tmp_path / "overlay.png"
+    assert main([str(a), str(b), str(c), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out) and out.read_bytes()[:4] == b"\x89PNG"
+    axes = overlay_figure(overlay_panels([a, b, c])).axes
+    assert [ax.get_title() for ax in axes] == [
+        "pendulum: training episodes",
+        "pendulum: evaluation episodes",
+        "cartpole: training episodes",
+        "cartpole: evaluation episodes",
+    ]
+    labels = legend_texts(axes[1])
+    assert "fake pendulum: protocol.seeds=[0]" in labels
+    assert "fake pendulum: protocol.seeds=[1,2] (mean of 2 seeds)" in labels
+    assert "fake cartpole" in legend_texts(axes[3]) and "random policy: 23" in legend_texts(axes[3])
+    # the one-point lines are marked; a sweep directory overlays the runs below it
+    assert all(ln.get_marker() not in (None, "None", "") for ln in axes[1].get_lines()[:2])
+    assert main([str(tmp_path)]) == 0
+    assert Path(capsys.readouterr().out.strip()).parent == tmp_path / "plots"
+
+
+def test_run_labels_fall_back_to_the_directory_name():
+    same = {"agent": "fake", "env_id": "pendulum", "identity": {"agent": {"name": "fake"}}}
+    bare = {"agent": None, "env_id": None, "identity": {}}
+    assert run_labels([same, same, bare], ["r1", "r2", "r3"]) == [
+        "fake pendulum (r1)",
+        "fake pendulum (r2)",
+        "r3",
+    ]

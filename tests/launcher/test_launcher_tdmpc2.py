@@ -4,6 +4,7 @@
   relaunch restores its final checkpoint (MJX state, zero-size leaves included) exactly
   (cartpole: the smallest Playground model; walker's compile took ~200 s of CI here, and
   walker is launched by the DreamerV3 CLI smoke and built by the registry smoke);
+  ``python -m launcher.evaluate RUN --video`` renders that run's episode to MP4 (MuJoCo, EGL);
 * ``python -m launcher -m env=pendulum,probe_constant_reward protocol=smoke`` runs a
   multirun with the basic launcher (the README's multirun sweeps ``cartpole_balance``
   instead of the probe: the same sweep machinery, and a Playground launch is what the
@@ -17,26 +18,42 @@ precision), so a program compiled by one launch is loaded by the next.
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 
 import jax
 import numpy as np
 import pytest
-from real_agents import assert_judged_off_protocol, checkpoint_meta, launcher, rows
+from launcher_fakes import one_error_line
+from real_agents import (
+    assert_episode_video,
+    assert_judged_off_protocol,
+    checkpoint_meta,
+    launcher,
+    rows,
+)
 
 from launcher.checkpoint import fingerprint, to_raw
 from launcher.cli import compose_spec
+from launcher.evaluate import main as evaluate_main
 from launcher.run import run
 
 SMOKE = ["protocol=smoke", "logger.progress=false"]
 
 
-@pytest.mark.slow
-def test_playground_smoke_runs_and_its_checkpoint_restores(tmp_path):
-    run_dir = tmp_path / "cartpole"
+@pytest.fixture(scope="module")
+def cartpole_balance(tmp_path_factory):
+    """The Playground smoke run through the command line: (run dir, its args, the launch)."""
+    base = tmp_path_factory.mktemp("tdmpc2_playground")
+    run_dir = base / "cartpole"
     args = ["agent=tdmpc2", "env=cartpole_balance", *SMOKE, f"hydra.run.dir={run_dir}"]
-    first = launcher(*args, cwd=tmp_path)
+    return run_dir, args, launcher(*args, cwd=base)
+
+
+@pytest.mark.slow
+def test_playground_smoke_runs_and_its_checkpoint_restores(cartpole_balance):
+    run_dir, args, first = cartpole_balance
     assert "chunks:       2/2" in first.stdout and "W&B offline" in first.stdout
     kinds = [(r["kind"], r["chunk"]) for r in rows(run_dir)]
     assert kinds == [("train", 1), ("train", 2), ("eval", 2)]
@@ -52,12 +69,34 @@ def test_playground_smoke_runs_and_its_checkpoint_restores(tmp_path):
     # against its fingerprint), says the run is complete and writes nothing: no new
     # W&B offline run, no metrics rows
     offline = sorted((run_dir / "wandb").glob("offline-run-*"))
-    again = launcher(*args, cwd=tmp_path)
+    again = launcher(*args, cwd=run_dir.parent)
     assert "already complete" in again.stdout and "final eval:" in again.stdout
     assert sorted((run_dir / "wandb").glob("offline-run-*")) == offline
     assert not (run_dir / "corrupt_checkpoints").exists()
     assert len(rows(run_dir)) == 3
     assert_judged_off_protocol(run_dir, "tdmpc2", "cartpole_balance", reference=True)
+
+
+@pytest.mark.slow
+def test_playground_episode_video(cartpole_balance, monkeypatch, capsys):
+    """``python -m launcher.evaluate RUN --video`` on the Playground run: MuJoCo's renderer
+    with EGL (in a subprocess: this session imported MuJoCo with MUJOCO_GL=disable)."""
+    run_dir = cartpole_balance[0]
+    # rendering switched off: one error line naming the setting and the fix, nothing written
+    monkeypatch.setenv("MUJOCO_GL", "disable")
+    assert evaluate_main([str(run_dir), "--video"]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert err.startswith("error: --video: MUJOCO_GL=disable turns MuJoCo's renderer off")
+    assert "MUJOCO_GL=egl" in err and "apt install libegl1" in err
+    assert not (run_dir / "videos").exists()
+    if ctypes.util.find_library("EGL") is None:
+        pytest.skip("MuJoCo's EGL renderer needs libEGL: apt install libegl1 libegl-mesa0")
+    proc = launcher(
+        str(run_dir), "--video", cwd=run_dir.parent, module="launcher.evaluate", MUJOCO_GL="egl"
+    )
+    path = run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4"
+    assert f"over 10 steps, 11 frames at 50 fps -> {path}" in proc.stdout, proc.stdout
+    assert_episode_video(path, 11)  # T = 10 agent steps (20 control steps at repeat 2) + reset
 
 
 @pytest.mark.slow

@@ -113,7 +113,10 @@ def test_the_bare_launch_is_refused_on_a_cpu_with_the_estimate_and_a_cpu_sized_o
     for part in (
         "protocol=paper: this machine has no accelerator",
         "2,000,000 steps x 3 seed(s) of agent=tdmpc2 would take",
-        "(0.95 s per step per seed, measured)",
+        # what the estimate is made of: TD-MPC2's CPU model of the composed config
+        # (agents/tdmpc2/cost.py; test_launcher_guards.py checks its figures)
+        " s per step per seed: 1,999,999 updates x ",
+        "modelled from the config by agents/tdmpc2/cost.py)",
         "run protocol=quick env=pendulum for a CPU-sized job",
         "add +allow_long_cpu_run=true to start it anyway",
     ):

@@ -104,6 +104,31 @@ def test_mean_band_and_window_means(curves, agent, env_id):
     assert curve.points()[min(xs)][0] == (float(xs[min(xs)][0]), float(ys[min(xs)][0]))
 
 
+def test_final_level_and_the_band_up_to_a_run_s_span(curves):
+    """final_level: the acceptance rule's reference score (mean over seeds of the last
+    10% of the budget); mean_band(upto): the points before a run's span and at most one
+    at or past it."""
+    walker = curves["tdmpc2"].curve("walker_walk")
+    means = walker.window_means(3_600_000, 4_000_000)
+    assert walker.final_level() == pytest.approx(np.mean(list(means.values())), rel=1e-12)
+    assert curves["dreamerv3"].curve("walker_walk").final_level() == pytest.approx(
+        np.mean(
+            [
+                _mean_at(curves["dreamerv3"].curve("walker_walk"), x)
+                for x in range(450_000, 500_000, 10_000)
+            ]
+        ),
+        rel=1e-12,
+    )
+    full = walker.mean_band()
+    assert [len(a) for a in walker.mean_band(80)] == [2] * 4  # a 40-step smoke: 0 and 100K
+    assert walker.mean_band(100_000)[0].tolist() == [0, 100_000]  # one at the span: no more
+    assert walker.mean_band(150_000)[0].tolist() == [0, 100_000, 200_000]
+    for cut, whole in zip(walker.mean_band(150_000), full, strict=True):
+        np.testing.assert_array_equal(cut, whole[:3])
+    assert len(walker.mean_band(1e9)[0]) == len(full[0])
+
+
 def test_loaded_curves_are_read_only(curves):
     x, y = curves["tdmpc2"].curve("walker_walk").seeds[1]
     assert x.dtype == np.int64 and y.dtype == np.float64

@@ -1,0 +1,198 @@
+"""``python -m launcher.report RUN_A RUN_B ...``: several runs in one figure.
+
+Each argument is a run directory (it holds ``metrics/``) or a directory with run
+directories below it (a sweep, a multirun: those with a ``run.json``, up to three levels
+down). The runs are grouped by env: one row of panels per env (training episodes,
+evaluation episodes), one labelled line per run: its seeds' mean (its one seed) and the
+seeds' min..max band, the levels of :mod:`launcher.levels`. A run's label is its agent
+and env, then the identity keys (``run.json``) in which it differs from the other runs
+on its env (two configs: ``agent.lr=0.001``; seeds launched separately:
+``protocol.seeds=[1]``), and its directory's name where that still leaves two alike.
+
+Writes ``--out``, by default ``<the runs' common parent>/plots/overlay_<hash>.png`` (the
+hash names the set of runs and the x axis, so another set does not overwrite it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from launcher.errors import ConfigError
+from launcher.identity import flatten, plain
+from launcher.levels import run_facts
+from launcher.plotting import OverlayPanel, PanelSeries, RunLine, overlay_figure
+from launcher.rundir import RUN_FILE
+
+MAX_KEYS = 3  # differing keys shown in a label (then "+N more")
+KIND_TITLES = {"train": "training episodes", "eval": "evaluation episodes"}
+
+
+def expand_runs(paths: Sequence[Path | str]) -> list[Path]:
+    """The run directories named by ``paths`` (a run directory, or one with run
+    directories below it), in order, each once.
+
+    Raises:
+      ConfigError: a path that does not exist, or a directory without metrics or runs.
+    """
+    runs: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "metrics").is_dir():
+            found = [path]
+        elif not path.is_dir():
+            raise ConfigError(f"{path}: no such run directory")
+        else:
+            depths = ("*", "*/*", "*/*/*")
+            found = sorted({p.parent for d in depths for p in path.glob(f"{d}/{RUN_FILE}")})
+            if not found:
+                raise ConfigError(
+                    f"{path}: no metrics files (metrics/seed_<s>.jsonl) and no run "
+                    f"directories below it; give a run directory (runs/<agent>-<env>-...)"
+                )
+        runs += [p for p in found if p.resolve() not in {r.resolve() for r in runs}]
+    return runs
+
+
+def _value(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+
+
+def run_labels(facts: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
+    """A legend label per run (``facts``: :func:`launcher.levels.run_facts`; ``names``:
+    the run directories' names): ``<agent> <env>``, then ``key=value`` for the identity
+    keys that differ between these runs (env id aside), then the directory name where
+    two labels would still be alike; a run without ``run.json`` is its directory name."""
+    flats = [flatten(plain(f["identity"])) for f in facts]
+    known = [flat for flat in flats if flat]  # runs without run.json are named by their dir
+    missing = object()
+    keys = [
+        k
+        for k in sorted({k for flat in known for k in flat} - {"env.id"})
+        if len({json.dumps(flat.get(k, missing), default=str) for flat in known}) > 1
+    ]
+    labels = []
+    for f, flat, name in zip(facts, flats, names, strict=True):
+        if not f["identity"]:
+            labels.append(name)
+            continue
+        base = f"{f['agent'] or 'unknown agent'} {f['env_id'] or 'unknown env'}"
+        parts = [f"{k}={_value(flat[k])}" if k in flat else f"{k} unset" for k in keys]
+        if len(parts) > MAX_KEYS:
+            parts = [*parts[:MAX_KEYS], f"+{len(parts) - MAX_KEYS} more"]
+        labels.append(f"{base}: {', '.join(parts)}" if parts else base)
+    return [
+        f"{label} ({name})" if labels.count(label) > 1 else label
+        for label, name in zip(labels, names, strict=True)
+    ]
+
+
+def _line(label: str, panel: PanelSeries) -> RunLine:
+    """A run's line on one panel: its seeds' mean, or its one (first) seed."""
+    n = len(panel.seeds)
+    first = next(iter(panel.seeds.values()), [])
+    points = panel.mean or first
+    shown = f"{label} (mean of {n} seeds)" if panel.mean else label
+    return RunLine(shown, list(points), list(panel.band), n, key=label)
+
+
+def _merge(kind: str, title: str, items: list[tuple[str, PanelSeries]]) -> OverlayPanel:
+    """One env's panel of one kind from each run's :class:`PanelSeries`."""
+    panels = [p for _, p in items]
+    levels = list(dict.fromkeys(lv for p in panels for lv in p.levels))
+    ref = next((p.reference for p in panels if p.reference is not None), None)
+    referenced = ref is not None or any(lv.kind != "random" for lv in levels)
+    notes = [
+        n
+        for n in dict.fromkeys(n for p in panels for n in p.notes)
+        if not (referenced and n.startswith("no reference"))
+    ]
+    fallback = next((p for p in panels if p.frames_fallback), panels[0])
+    return OverlayPanel(
+        kind=kind,
+        title=title,
+        ylabel=panels[0].ylabel,
+        xlabel=fallback.xlabel,
+        runs=[_line(label, p) for label, p in items if p.seeds],
+        reference=ref,
+        levels=levels,
+        bounds=next((p.bounds for p in panels if p.bounds is not None), None),
+        notes=notes,
+    )
+
+
+def overlay_panels(
+    runs: Sequence[Path],
+    x: str = "env_frames",
+    reference: Path | str | None = None,
+    label: str | None = None,
+) -> list[list[OverlayPanel]]:
+    """One row per env (in the runs' order): its training and evaluation panels.
+
+    Raises:
+      ConfigError: a run's metrics missing, a bad ``x`` or reference, or a reference
+        (one env's curve) with runs on several envs.
+    """
+    from launcher.report import panel_series
+
+    facts = [run_facts(r) for r in runs]
+    envs = list(dict.fromkeys(f["env_id"] or "unknown env" for f in facts))
+    if reference is not None and len(envs) > 1:
+        raise ConfigError(
+            f"--reference is one env's curve and these runs are on {len(envs)} envs "
+            f"({', '.join(envs)}); overlay runs of one env with it"
+        )
+    series = [panel_series(r, x=x, reference=reference, label=label) for r in runs]
+    rows = []
+    for env in envs:
+        mine = [i for i, f in enumerate(facts) if (f["env_id"] or "unknown env") == env]
+        labels = dict(
+            zip(
+                mine,
+                run_labels([facts[i] for i in mine], [runs[i].name for i in mine]),
+                strict=True,
+            )
+        )
+        rows.append(
+            [
+                _merge(
+                    panel.kind,
+                    f"{env}: {KIND_TITLES.get(panel.kind, panel.kind)}",
+                    [(labels[i], series[i][k]) for i in mine],
+                )
+                for k, panel in enumerate(series[mine[0]])
+            ]
+        )
+    return rows
+
+
+def default_out(runs: Sequence[Path], x: str) -> Path:
+    """``<common parent>/plots/overlay_<8 hex of the runs and x>.png``."""
+    resolved = [str(r.resolve()) for r in runs]
+    parent = Path(os.path.commonpath([str(Path(r).parent) for r in resolved]))
+    digest = hashlib.sha256("\n".join([x, *sorted(resolved)]).encode()).hexdigest()[:8]
+    return parent / "plots" / f"overlay_{digest}.png"
+
+
+def plot_overlay(
+    runs: Sequence[Path | str],
+    out: Path | str | None = None,
+    *,
+    x: str = "env_frames",
+    reference: Path | str | None = None,
+    label: str | None = None,
+) -> Path:
+    """Write the overlay PNG of ``runs`` (default :func:`default_out`); its path.
+
+    Raises:
+      ConfigError: see :func:`overlay_panels`.
+    """
+    runs = [Path(r) for r in runs]
+    rows = overlay_panels(runs, x=x, reference=reference, label=label)
+    out = Path(out) if out is not None else default_out(runs, x)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    overlay_figure(rows, f"{len(runs)} runs").savefig(out, dpi=100)
+    return out
