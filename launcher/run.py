@@ -116,7 +116,7 @@ def _locked_run(
     seeds = list(p.seeds)
     chunk_ticks = int(agent.ticks_for(p.log_frequency))
     total_ticks = int(agent.ticks_for(p.n_timesteps))
-    n_chunks = math.ceil(total_ticks / chunk_ticks)
+    n_chunks = chunk_count(total_ticks, chunk_ticks)
     program = SeedProgram(agent, len(seeds), p.shard_seeds, p.fast_compile)
     init_keys, eval_keys = (program.place(k) for k in seed_keys(seeds))
     started = False
@@ -211,7 +211,8 @@ def _locked_run(
             if restored is None and evaluating and p.eval_at_start:
                 state, final_eval = evaluate(state, 0, 0)
             for chunk in range(start + 1, n_chunks + 1):
-                t0, t1 = (chunk - 1) * chunk_ticks, min(chunk * chunk_ticks, total_ticks)
+                t0 = (chunk - 1) * chunk_ticks
+                t1 = total_ticks if chunk == n_chunks else chunk * chunk_ticks
                 if not program.is_compiled(t1 - t0):
                     bar.phase("compiling")
                     log.info("compiling train for chunks of %d ticks", t1 - t0)
@@ -374,6 +375,15 @@ def _log_to(path: Path) -> logging.Handler:
 def _unlog(handler: logging.Handler) -> None:
     logging.getLogger("launcher").removeHandler(handler)
     handler.close()
+
+
+def chunk_count(total_ticks: int, chunk_ticks: int) -> int:
+    """Chunks of ``chunk_ticks`` covering ``total_ticks``, the last one taking the rest. A
+    rest of one tick joins the chunk before it: that tick may be an agent's hold tick alone
+    (TD-MPC2's reset tick after an episode's last step, ``agent.n_envs=2``), which takes no
+    env step, so its checkpoint would have the previous chunk's env-step name."""
+    n = math.ceil(total_ticks / chunk_ticks)
+    return n - 1 if n > 1 and total_ticks - (n - 1) * chunk_ticks == 1 else n
 
 
 def _crossed(before: int, after: int, every: int) -> bool:

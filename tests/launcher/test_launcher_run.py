@@ -342,3 +342,12 @@ def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chu
     result.final_train = [{key: float("nan")}, {key: float("nan")}]
     (line,) = [x for x in summary(result).splitlines() if x.startswith("final train")]
     assert line.endswith("seed 1: n/a (no episode has ended yet)") and "nan" not in line
+
+
+def test_a_rest_of_one_tick_joins_the_last_chunk():
+    from launcher.run import chunk_count
+
+    assert chunk_count(42, 21) == 2  # whole chunks
+    assert chunk_count(21, 10) == 2  # 10 + 11, not 10 + 10 + 1
+    assert chunk_count(22, 10) == 3  # 10 + 10 + 2
+    assert chunk_count(1, 10) == chunk_count(11, 10) == 1

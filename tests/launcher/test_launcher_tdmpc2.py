@@ -25,7 +25,7 @@ import os
 import jax
 import numpy as np
 import pytest
-from launcher_fakes import one_error_line
+from launcher_fakes import checkpoint_steps, one_error_line
 from real_agents import (
     assert_episode_video,
     assert_judged_off_protocol,
@@ -202,3 +202,14 @@ def test_export_round_trip_from_a_run(pendulum_runs, tmp_path):
     evals = [r for r in rows(full.run_dir) if r["kind"] == "eval"]
     assert data.source["final_eval_return"] == {"0": evals[-1]["Eval/episodic mean reward"]}
     assert main([str(full.run_dir), str(tmp_path / "d")]) == 2  # refuses an existing OUT
+
+
+def test_two_envs_end_on_a_hold_tick_without_a_chunk_of_its_own(tmp_path):
+    """Two envs on T 20: 21 ticks (20 steps per env + the reset after the last one) in
+    chunks of 10. The one tick left takes no env step; as a chunk of its own its checkpoint
+    had the previous one's name (orbax StepAlreadyExistsError). It joins the last chunk."""
+    spec = compose_spec(["env=pendulum", *SMOKE, "logger=disabled", "agent.n_envs=2"])
+    result = run(spec, tmp_path / "run", plot=False)
+    assert result.n_chunks == result.chunks_done == 2
+    assert checkpoint_steps(result.run_dir) == [20, 40]
+    assert [r["timestep"] for r in rows(result.run_dir) if r["kind"] == "train"] == [20, 40]
