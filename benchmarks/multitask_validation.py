@@ -180,31 +180,20 @@ def pooled_updates(plan: Plan, episodes_per_task: dict[str, int]) -> int:
 
 
 def random_returns(task_set: str, episodes: int, seed: int = 0) -> dict[str, float]:
-    """Each member's mean return under uniform random actions (``episodes`` fresh episodes)."""
+    """Each member's mean return under uniform random actions (``episodes`` fresh episodes,
+    ``envs/random_policy.py``)."""
     import jax
     import numpy as np
 
     import envs
-    from envs.row_collector import RowCollector
+    from envs.random_policy import random_returns as policy_returns
 
-    out = {}
     ts = envs.make(task_set)
-    for i, name in enumerate(ts.names):
-        env = ts.member_env(i)
-        col = RowCollector(env, episodes, "static")
-
-        @jax.jit
-        def episode_returns(key, col=col, T=env.spec.episode_length):
-            state = col.init(key)
-
-            def tick(s, t):
-                s, _, stats = col.tick(s, t, jax.random.fold_in(key, t), None, True)
-                return s, stats.returns
-
-            return jax.lax.scan(tick, state, jax.numpy.arange(T + 1))[1].sum(0)
-
-        out[name] = float(np.mean(episode_returns(jax.random.PRNGKey(seed))))
-    return out
+    key = jax.random.key(seed)
+    return {
+        name: float(np.mean(policy_returns(ts.member_env(i), episodes, key)))
+        for i, name in enumerate(ts.names)
+    }
 
 
 def final_eval(run_dir: Path, key: str, episodes: int, tasks: int = 1) -> float:

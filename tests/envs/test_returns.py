@@ -31,3 +31,17 @@ def test_ranges_follow_the_time_limit_and_levels_only_the_default_one():
     short = episode_returns("acrobot", episode_length=100)
     assert (short.low, short.random, short.solved) == (-100.0, None, None)
     assert episode_returns("halfcheetah") is None and episode_returns("nope") is None
+
+
+def test_random_policy_returns_count_each_step_once_and_stop_at_done():
+    import jax
+
+    from envs.random_policy import random_returns
+
+    # probe_constant_reward pays 1 per step whatever the action: T 20 -> exactly 20
+    out = random_returns(envs.make("probe_constant_reward"), 3, jax.random.key(0))
+    assert out.shape == (3,) and [float(x) for x in out] == [20.0] * 3
+    # reward = the action, U(-1, 1): a return has sd sqrt(20 / 3) = 2.6, the mean of 64 sd 0.32
+    # (3.0 is ~9 sd), and no return passes +-T
+    act = random_returns(envs.make("probe_reward_is_action"), 64, jax.random.key(1))
+    assert abs(float(act.mean())) < 3.0 and float(abs(act).max()) <= 20.0

@@ -1,0 +1,42 @@
+"""The uniform-random policy's episode returns on an env: the launcher's random policy (the
+row collector's seed phase: continuous actions uniform in [-1, 1] in agent units, discrete
+ones a uniform index as a one-hot), ``episodes`` episodes vmapped in one ``lax.scan`` at the
+env's time limit; rewards after an episode's first ``done`` are not counted.
+
+Used for the random-policy levels of ``envs/returns.py`` (``benchmarks/random_returns.py``)
+and the multi-task validation's random scores (``benchmarks/multitask_validation.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+
+def random_returns(env: Any, episodes: int, key: jax.Array) -> jax.Array:
+    """``[episodes]`` returns of the uniform-random policy on a built ``env``."""
+    spec = env.spec
+
+    def act(k: jax.Array) -> jax.Array:
+        if spec.discrete:
+            idx = jax.random.randint(k, (), 0, spec.action_size)
+            return jax.nn.one_hot(idx, spec.action_size, dtype=jnp.float32)
+        return jax.random.uniform(k, (spec.action_size,), minval=-1.0, maxval=1.0)
+
+    def episode(k: jax.Array) -> jax.Array:
+        k_reset, k_act = jax.random.split(k)
+
+        def body(carry, k_step):
+            state, total, alive = carry
+            state = env.step(state, act(k_step))
+            total = total + jnp.where(alive, state.reward, 0.0)
+            return (state, total, alive & ~state.done), None
+
+        init = (env.reset(k_reset), jnp.zeros(()), jnp.ones((), bool))
+        steps = jax.random.split(k_act, spec.episode_length)
+        (_, total, _), _ = jax.lax.scan(body, init, steps)
+        return total
+
+    return jax.jit(jax.vmap(episode))(jax.random.split(key, episodes))
