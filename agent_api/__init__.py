@@ -31,6 +31,13 @@ Three optional methods, looked up with ``getattr`` (an agent without them is una
   ``python -m launcher.evaluate RUN --video`` jits one act + env step of it and renders
   the episode step by step.
 
+An agent's config class (``AgentEntry.config_cls``) carries its own rules: value ranges
+on the fields (:func:`agent_api.rules.bounded`), cross-field rules in ``__post_init__``
+(ValueError naming the keys), and optionally ``check_run(n_timesteps)``, the rules that
+need the run's length (``protocol.n_timesteps``): a ValueError whose message names the
+keys and the fix.
+The launcher turns each into one ``error:`` line before anything is created.
+
 This package imports neither JAX nor any agent: resolving a config stays cheap. It lives
 outside ``agents/`` so that the launcher imports nothing under ``agents/`` (tested).
 """
@@ -41,6 +48,23 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
+
+from agent_api.rules import Bound, bounded, check_bounds, check_lockstep_envs, field_bounds
+
+__all__ = [
+    "AcceleratorCost",
+    "Agent",
+    "AgentEntry",
+    "Bound",
+    "CpuCost",
+    "EnvRequirements",
+    "PaperReference",
+    "bounded",
+    "check_bounds",
+    "check_lockstep_envs",
+    "field_bounds",
+    "load",
+]
 
 State = Any  # a pytree of arrays (one seed)
 Metrics = Mapping[str, Any]  # name -> array (scalars or per-episode vectors)
@@ -236,15 +260,15 @@ class AgentEntry:
 
     Attributes:
       name: the agent's name (``conf/agent/<name>.yaml``'s ``name``).
-      config_cls: the agent's frozen config dataclass.
+      config_cls: the agent's frozen config dataclass; its fields carry their bounds
+        (:func:`agent_api.rules.bounded`) and the class its cross-field rules
+        (``__post_init__``, optional ``check_run``; module docstring).
       model_sizes: ``model_size`` option name -> preset value given to the config's
         ``model_size`` field (``tdmpc2_5`` -> 5).
       factory: ``"module:attr"`` of ``(config, env, total_env_steps) -> Agent``.
       requirements: the envs it can run (checked by the launcher from the env's facts).
       launcher_fields: config fields set by the launcher, never from ``agent.*``
         (``model_size``, ``eval_episodes``) plus internal flags.
-      bounds: field -> inclusive (low, high) (None: unbounded), checked when the config
-        is resolved; a value of None (a derived default) is not checked.
       cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
         step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
         estimate a launch's wall time on a machine without an accelerator, when the
@@ -268,9 +292,6 @@ class AgentEntry:
     factory: str
     requirements: EnvRequirements = EnvRequirements()
     launcher_fields: tuple[str, ...] = ("model_size", "eval_episodes")
-    bounds: Mapping[str, tuple[float | None, float | None]] = dataclasses.field(
-        default_factory=dict
-    )
     cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
     cpu_cost: Callable[[Any, Any, int], CpuCost] | None = None
     accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(

@@ -24,7 +24,7 @@ import numpy as np
 
 from agents.tdmpc2.offline import sample_windows
 from agents.tdmpc2.world_model import TASK_EMB
-from launcher.evaluate import restore_run
+from launcher.restore import restore_run
 
 
 def q_ranges(run_dir: str, windows: int, seed: int = 0) -> dict:

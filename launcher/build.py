@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_api import Agent, AgentEntry
+from launcher.callbacks import Callbacks
 from launcher.errors import ConfigError
 from launcher.schema import EnvSpecConfig, RunSpec
 
@@ -55,10 +56,12 @@ def check_compatible(entry: AgentEntry, facts: Any) -> None:
 
 
 def precheck(spec: RunSpec) -> Any:
-    """Every env check of a launch, from static facts, before anything is created.
-    Returns the facts."""
+    """Every env check of a launch, from static facts, and the callbacks' imports,
+    before anything is created. Returns the facts."""
     facts = env_facts(spec.env)
     check_compatible(spec.entry, facts)
+    # Import the hooks now: an unimportable one is refused before Hydra makes the run dir.
+    Callbacks.build(spec.callbacks)
     return facts
 
 

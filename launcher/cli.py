@@ -1,17 +1,20 @@
 """``python -m launcher`` / ``wmrl``: Hydra on the outside, one clear message on bad input.
 
-Before Hydra runs anything, :func:`check_overrides` composes and validates every job's
-config (each combination of a ``-m`` sweep too): unknown group options and keys, wrong
-types and values, invalid combinations, env facts, the run directory's path and, on a
-machine without an accelerator, the launch's estimated wall time. Each problem is one
-``error: ...`` line and exit status 2, before any directory is created.
+Before Hydra runs anything, :func:`check_overrides` composes and validates the job's
+config: unknown group options and keys, wrong types and values, invalid combinations,
+env facts, the run directory's path and, on a machine without an accelerator, the
+launch's estimated wall time. A ``-m`` sweep gets the command line's checks here
+(:func:`launcher.precheck.check_command`) and every job's in Hydra's sweeper, before it
+launches any (:mod:`launcher.sweeper`). Each problem is one ``error: ...`` line and exit
+status 2, before any directory is created.
 
 Inside a job (:func:`_job`) an error fails the Hydra job: the basic launcher finishes
 the sweep's other jobs and then reports it; a submitit job fails (its log holds the
 error) and the sweep's summary lists every job's status (:mod:`launcher.sweep_status`).
 
-``+dry_run=true`` stops after the pre-check: it prints every job's plan and estimated
-accelerator hours (:mod:`launcher.dry_run`) and exits 0, running and creating nothing.
+``+dry_run=true`` stops after the pre-check (a sweep's: in its sweeper): it prints every
+job's plan and estimated accelerator hours (:mod:`launcher.dry_run`) and exits 0, running
+and creating nothing.
 
 Exit status: 0 done, 2 bad input or a run stopped by a guard (:class:`ConfigError`),
 130 interrupted (Ctrl-C; the latest checkpoint is complete), 1 any other failure.
@@ -20,6 +23,7 @@ Exit status: 0 done, 2 bad input or a run stopped by a guard (:class:`ConfigErro
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import uuid
@@ -41,32 +45,18 @@ from launcher.compose import (  # noqa: F401 - the CLI's Python API re-exported
 from launcher.config import resolve
 from launcher.errors import ConfigError
 from launcher.interrupts import callback_exit, interrupted, quiet_callback_interrupts
-from launcher.precheck import check_overrides
+from launcher.precheck import check_command, check_overrides
 
 SWEEP_ID_KEY = "hydra.callbacks.sweep_status.sweep_id"
 
 
 # --------------------------------------------------------------------- arguments
-def parser() -> argparse.ArgumentParser:
-    """Hydra's command-line flags (hydra-core 1.3), declared here so that the
-    pre-check reads them without Hydra's internal parser; Hydra parses them again."""
-    p = argparse.ArgumentParser(prog="python -m launcher", add_help=False)
-    p.add_argument("overrides", nargs="*")
-    p.add_argument("--help", "-h", action="store_true")
-    p.add_argument("--hydra-help", action="store_true")
-    p.add_argument("--version", action="store_true")
-    p.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
-    p.add_argument("--resolve", action="store_true")
-    p.add_argument("--package", "-p")
-    p.add_argument("--run", "-r", action="store_true")
-    p.add_argument("--multirun", "-m", action="store_true")
-    p.add_argument("--shell-completion", "-sc", action="store_true")
-    p.add_argument("--config-path", "-cp")
-    p.add_argument("--config-name", "-cn")
-    p.add_argument("--config-dir", "-cd")
-    p.add_argument("--experimental-rerun")
-    p.add_argument("--info", "-i", nargs="?", const="all")
-    return p
+def flags(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` read by Hydra's own flag parser (the one ``hydra.main`` uses; hydra-core
+    has no public accessor for it), so the launcher restates none of Hydra's flags."""
+    from hydra._internal.utils import get_args_parser
+
+    return get_args_parser().parse_known_args(list(argv))[0]
 
 
 def _job(cfg: Any, refused: list[ConfigError]) -> None:
@@ -77,7 +67,6 @@ def _job(cfg: Any, refused: list[ConfigError]) -> None:
     ConfigError to :func:`main` through ``refused`` instead, so Hydra adds no
     "Error executing job" line to the one-line message.
     """
-    import logging
 
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -125,10 +114,16 @@ def _run_hydra(argv: Sequence[str]) -> None:
 
     saved = sys.argv
     sys.argv = [saved[0] if saved else "launcher", *argv]
+    # Hydra points the root logger at the streams of the moment (a multirun before its
+    # sweeper checks the jobs): give the caller (e.g. a test's captured streams) its own back.
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         app()
     finally:
         sys.argv = saved
+        root.handlers[:] = handlers
+        root.setLevel(level)
     if refused:
         raise refused[0]
 
@@ -138,10 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from launcher import sweep_status
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    args, _ = parser().parse_known_args(argv)
+    args = flags(argv)
     register_resolvers()
     quiet_callback_interrupts()
-    special = args.help or args.hydra_help or args.info or args.shell_completion or args.version
+    special = args.help or args.hydra_help or args.info or args.shell_completion
     custom = args.config_path or args.config_dir or args.config_name or args.experimental_rerun
     if args.multirun and args.cfg:  # Hydra refuses the pair with a traceback
         print(
@@ -153,7 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not (special or custom):
         try:
-            specs = check_overrides(args.overrides, args.multirun, budget=not args.cfg)
+            if args.multirun:  # the jobs: checked by the sweeper (launcher/sweeper.py)
+                check_command(args.overrides, multirun=True)
+                specs = []
+            else:
+                specs = check_overrides(args.overrides, budget=not args.cfg)
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

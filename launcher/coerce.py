@@ -14,6 +14,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from agent_api.rules import field_bounds
 from launcher.errors import ConfigError
 
 
@@ -108,7 +109,9 @@ def build_dataclass(
     skip: Iterable[str] = (),
     extra: Mapping[str, Any] | None = None,
 ) -> Any:
-    """``cls(**section)`` with unknown keys refused and every value type-checked.
+    """``cls(**section)`` with unknown keys refused, every value type-checked and checked
+    against its field's bound (:func:`agent_api.rules.bounded`), before ``cls`` runs its
+    own cross-field rules (a ValueError of ``__post_init__``: ``"<prefix>: <message>"``).
 
     Args:
       cls: a dataclass.
@@ -140,6 +143,11 @@ def build_dataclass(
     if missing:
         raise ConfigError(f"{prefix}: missing key(s) {listing(missing)}")
     kwargs.update(extra or {})
+    bounds = field_bounds(cls)  # declared on the fields (agent_api.rules.bounded)
+    for key, value in kwargs.items():
+        problem = bounds[key].problem(value) if key in bounds else None
+        if problem:
+            raise ConfigError(f"{prefix}.{key}: {problem}")
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as err:

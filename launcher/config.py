@@ -52,9 +52,10 @@ KEY_HINTS = {
 
 
 def key_hint(key: str) -> str:
-    """``"; it is protocol.seeds ..."`` for a known misplaced key, else ``""``."""
-    hint = KEY_HINTS.get(key)
-    return f"; it is {hint}" if hint else ""
+    """``"; it is protocol.seeds ..."`` for a known misplaced key (top-level or under
+    another section: ``agent.eval_episodes``), else ``""``."""
+    hint = KEY_HINTS.get(key) or KEY_HINTS.get(key.rpartition(".")[2])
+    return f"; it is {hint}" if hint and hint.split()[0] != key else ""
 
 
 # ------------------------------------------------------------------ the agent
@@ -108,20 +109,15 @@ def _resolve_agent(cfg: Mapping[str, Any], protocol: Protocol) -> tuple[AgentEnt
     config = build_dataclass(
         entry.config_cls, agent, "agent", skip=entry.launcher_fields, extra=extra
     )
-    _check_bounds(config, entry)
+    # Bounds (field metadata) and cross-field rules (__post_init__) ran in build_dataclass;
+    # the rules that need the run's length are the config's optional check_run (agent_api).
+    check_run = getattr(config, "check_run", None)
+    if check_run is not None:
+        try:
+            check_run(protocol.n_timesteps)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     return entry, config
-
-
-def _check_bounds(config: Any, entry: AgentEntry) -> None:
-    """The agent's declared value ranges (inclusive); None values are derived later."""
-    for name, (low, high) in entry.bounds.items():
-        value = getattr(config, name, None)
-        if value is None:
-            continue
-        if (low is not None and value < low) or (high is not None and value > high):
-            lo = "-inf" if low is None else low
-            hi = "inf" if high is None else high
-            raise ConfigError(f"agent.{name}: {value!r} is outside the valid range [{lo}, {hi}]")
 
 
 # --------------------------------------------------------------- the sections

@@ -11,14 +11,15 @@ evaluations. Exit status 2 with one message for a missing run directory or check
 from __future__ import annotations
 
 import argparse
-import copy
-import dataclasses
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from launcher.errors import ConfigError
+from launcher.restore import RestoredRun, restore_run
+
+__all__ = ["EVAL_SALT", "RestoredRun", "evaluate_run", "main", "restore_run"]
 
 EVAL_SALT = 0x7E57
 
@@ -70,76 +71,6 @@ def evaluate_run(
         "mean_over_seeds": float(np.mean(means)) if None not in means else None,
         "metrics": rows,
     }
-
-
-@dataclasses.dataclass(frozen=True)
-class RestoredRun:
-    """A run's latest readable checkpoint, restored with the agent that saved it."""
-
-    spec: Any
-    agent: Any
-    program: Any
-    state: Any  # seed-batched, on the devices
-    meta: Mapping[str, Any]
-    seeds: list[int]
-    env: Any = None  # the env the agent was built on
-
-
-def restore_run(
-    run_dir: Path | str,
-    *,
-    make_env: Any = None,
-    edit: Callable[[dict[str, Any]], None] | None = None,
-    purpose: str = "read",
-) -> RestoredRun:
-    """Rebuild ``run_dir``'s env and agent from its ``run.json`` (after ``edit`` of the
-    stored config, if given) and restore its latest complete checkpoint, read only
-    (unreadable ones are skipped, not moved). ConfigError for a missing run directory,
-    run.json or checkpoint (``purpose`` names what the caller wanted to do)."""
-    from launcher import build
-    from launcher.checkpoint import Checkpointer
-    from launcher.config import resolve
-    from launcher.program import SeedProgram, seed_keys
-    from launcher.rundir import RunDir
-
-    rd = RunDir(run_dir)
-    if not rd.path.is_dir():
-        raise ConfigError(f"{rd.path}: no such run directory")
-    stored = rd.read_run()
-    if stored is None:
-        raise ConfigError(f"{rd.path}: no run.json; not a run directory")
-    config = copy.deepcopy(stored["config"])
-    if edit is not None:
-        edit(config)
-    spec = resolve(config)
-    env = build.make_env(spec, make_env)
-    none = f"{rd.path}: no checkpoint to {purpose} yet (the run has not saved one)"
-    if not rd.checkpoints.is_dir():
-        raise ConfigError(none)
-    ckpt = Checkpointer(rd.checkpoints, spec.protocol.keep_checkpoints, rd.corrupt, create=False)
-    seeds = list(spec.protocol.seeds)
-    holder: dict[str, Any] = {}
-    try:
-        if not ckpt.steps():
-            raise ConfigError(none)
-
-        def abstract_for(meta: Mapping[str, Any]) -> Any:
-            total = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
-            agent = build.make_agent(spec, env, total)
-            program = SeedProgram(
-                agent, len(seeds), spec.protocol.shard_seeds, spec.protocol.fast_compile
-            )
-            holder.update(agent=agent, program=program)
-            init_keys, _ = seed_keys(seeds)
-            return program.abstract(program.place(init_keys))
-
-        restored = ckpt.restore_latest(abstract_for, set_aside=False)
-    finally:
-        ckpt.close()
-    if restored is None:
-        raise ConfigError(f"{rd.path}: no readable checkpoint")
-    state, meta = restored
-    return RestoredRun(spec, holder["agent"], holder["program"], state, meta, seeds, env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

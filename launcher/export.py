@@ -1,6 +1,6 @@
 """``python -m launcher.export RUN_DIR OUT``: a run's replay as an offline dataset.
 
-Restores the latest checkpoint of ``RUN_DIR`` (read only, as :mod:`launcher.evaluate`)
+Restores the latest checkpoint of ``RUN_DIR`` (read only, :func:`launcher.restore.restore_run`)
 and asks the agent for its dataset (the optional ``export_dataset`` of the agent protocol,
 ``agent_api``), e.g. every committed episode of every seed in collection order (design
 §7). The dataset is written to the new directory ``OUT`` with its content hash;
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import ConfigError
-from launcher.evaluate import restore_run
+from launcher.restore import restore_run
 
 EVAL_KEY = "Eval/episodic mean reward"
 

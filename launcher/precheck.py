@@ -2,14 +2,14 @@
 Hydra runs anything (group options, keys, types, values, env facts, the run
 directory's path, the CPU time budget, sweeps), one :class:`ConfigError` on failure.
 
-Sweeps are expanded here with Hydra's public override parser (the basic sweeper's
-cartesian product), not with Hydra's internal sweeper class.
+A ``-m`` sweep's jobs come from Hydra's basic sweeper (:func:`launcher.sweeper.sweep_jobs`);
+``python -m launcher -m`` checks them in its sweeper (:mod:`launcher.sweeper`), with
+:func:`check_command` first and :func:`check_jobs` per job.
 """
 
 from __future__ import annotations
 
 import difflib
-import itertools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,9 +82,21 @@ def check_overrides(
     Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError. ``budget``
     False skips the CPU-time refusal (``--cfg``: printing a config runs nothing).
     """
+    from launcher.sweeper import sweep_jobs
 
-    from launcher import build, guards
+    base = check_command(overrides, multirun)
+    if multirun:
+        params = base.hydra.sweeper.get("params") or {}
+        jobs = [job for batch in sweep_jobs(params, overrides) for job in batch]
+    else:
+        jobs = [list(overrides)]
+    return check_jobs(jobs, compose_all(jobs, hydra_node=True), multirun, budget)
 
+
+def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
+    """The command line's own checks: parsing, sweeps without ``-m``, every group option
+    (each value of a sweep), and keys against the config of each sweep's first value.
+    Returns that config (hydra node included); raises ConfigError."""
     parsed = [(text, parse(text)) for text in overrides]
     groups, keys = [], []
     for text, ov in parsed:
@@ -114,16 +126,32 @@ def check_overrides(
             f"this config is a sweep ({', '.join(params)} over several values); run it with "
             f"multirun: python -m launcher -m {' '.join(overrides)}"
         )
-    jobs = _sweep_jobs(params, overrides) if multirun else [list(overrides)]
+    return base
+
+
+def check_jobs(
+    jobs: Sequence[Sequence[str]], configs: Sequence[Any], multirun: bool, budget: bool = True
+) -> list[RunSpec]:
+    """Check each job's composed config (hydra node included): values, env facts, its run
+    dir (distinct across a sweep) and, if ``budget``, the CPU time. In a sweep an error
+    names its job. Returns the RunSpecs; raises ConfigError."""
+    from launcher import build, guards
+    from launcher.sweeper import job_label
+
     specs: list[RunSpec] = []
     dirs: dict[Path, list[str]] = {}
-    for job, cfg in zip(jobs, compose_all(jobs, hydra_node=True), strict=True):
-        spec = resolve(job_config(cfg))
-        build.precheck(spec)
-        if budget:
-            guards.check_cpu_budget(spec)
-        out = _output_dir(cfg, multirun)
-        guards.check_run_dir_path(out)
+    for number, (job, cfg) in enumerate(zip(jobs, configs, strict=True)):
+        try:
+            spec = resolve(job_config(cfg))
+            build.precheck(spec)
+            if budget:
+                guards.check_cpu_budget(spec)
+            out = _output_dir(cfg, multirun)
+            guards.check_run_dir_path(out)
+        except ConfigError as err:
+            if not multirun:
+                raise
+            raise ConfigError(f"{err} {job_label(number, job)}") from None
         if out in dirs:  # e.g. a sweep over logger=...: not part of the run's identity
             raise ConfigError(
                 f"jobs {' '.join(dirs[out])!r} and {' '.join(job)!r} would share the run dir "
@@ -150,21 +178,3 @@ def first_choice(text: str, ov: Any) -> str:
         return text
     prefix = "+" if ov.is_add() else "++" if ov.is_force_add() else ""
     return f"{prefix}{ov.key_or_group}={_values(ov)[0]}"
-
-
-def _sweep_jobs(params: Any, overrides: Sequence[str]) -> list[list[str]]:
-    """The override lists of a basic-sweeper multirun: the cartesian product of every
-    sweep override (the sweep config's ``hydra.sweeper.params`` first, then the command
-    line's, a command-line key replacing a params one), in the basic sweeper's order."""
-    texts = [f"{k}={v}" for k, v in params.items()]
-    given = {parse(o).key_or_group for o in overrides}
-    texts = [t for t in texts if parse(t).key_or_group not in given] + list(overrides)
-    axes = []
-    for text in texts:
-        ov = parse(text)
-        if ov.key_or_group.startswith("hydra") or not ov.is_sweep_override():
-            axes.append([text])
-            continue
-        prefix = "+" if ov.is_add() else "++" if ov.is_force_add() else ""
-        axes.append([f"{prefix}{ov.key_or_group}={v}" for v in _values(ov)])
-    return [list(job) for job in itertools.product(*axes)]

@@ -16,6 +16,11 @@ restores the state and continues the ticks at the saved offset, bit-identical to
 uninterrupted one on CPU (tested, also after ``kill -9`` at each point of
 :mod:`launcher.faults`).
 
+In code: :func:`run` takes the lock; ``_accept`` checks, restores (:mod:`launcher.restore`,
+the one restore path, shared with ``launcher.evaluate``) or initialises and starts the
+loggers; ``_open`` writes the accepted launch into the run dir; ``_train`` runs
+:class:`launcher.chunks.ChunkLoop` (one chunk: train, guards, record, evaluate, checkpoint).
+
 A launch refused before training leaves nothing behind: a run directory it created is
 removed, and an existing one is not written to (only a resume may move an unreadable
 checkpoint aside). A relaunch of a finished run writes nothing and says so.
@@ -31,19 +36,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-from launcher import build, faults, guards, provenance
+from launcher import build, guards, provenance, restore
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
+from launcher.chunks import ChunkLoop, Launch
 from launcher.errors import ConfigError, RunStopped
 from launcher.interrupts import CtrlC
 from launcher.loggers import RunLoggers, finish_complete, kept_rows
 from launcher.program import SeedProgram, seed_keys
 from launcher.progress import Progress
-from launcher.rows import per_seed_rows, seed_mean, to_host
+from launcher.restore import Checkpoint
 from launcher.rundir import RunDir
 from launcher.schema import RunSpec
 from launcher.summary import RunResult
@@ -91,7 +93,7 @@ def run(
         # Whether this launch starts the run (and removes the directory if refused) is
         # judged under the lock: before it, another launch may have been filling it.
         fresh = not any(rd.path.iterdir())
-        return _locked_run(spec, rd, env, agent, callbacks, fresh, make_env, plot)
+        return _locked_run(spec, rd, env, agent, callbacks, fresh, plot)
     finally:
         lock.release()
 
@@ -109,205 +111,180 @@ def _locked_run(
     agent: Any,
     callbacks: Callbacks,
     fresh: bool,
-    make_env: build.MakeEnv | None,
     plot: bool,
 ) -> RunResult:
+    """The launch under its lock: accepted (or the finished run's result), opened, trained."""
     p = spec.protocol
-    seeds = list(p.seeds)
-    chunk_ticks = int(agent.ticks_for(p.log_frequency))
-    total_ticks = int(agent.ticks_for(p.n_timesteps))
+    program = SeedProgram(agent, len(p.seeds), p.shard_seeds, p.fast_compile)
+    accepted = _accept(spec, rd, env, program, callbacks, fresh, plot)
+    if isinstance(accepted, RunResult):
+        return accepted
+    launch, state, stored = accepted
+    handler = _log_to(rd.path / LOG_FILE)
+    ckpt = _open(launch, env, stored)
+    return _train(launch, state, ckpt, handler, plot)
+
+
+def _accept(
+    spec: RunSpec,
+    rd: RunDir,
+    env: Any,
+    program: SeedProgram,
+    callbacks: Callbacks,
+    fresh: bool,
+    plot: bool,
+) -> tuple[Launch, Any, dict[str, Any] | None] | RunResult:
+    """Check the launch, restore its latest checkpoint or initialise, start its loggers:
+    ``(launch, state, stored run.json)``, or the result of a finished run's relaunch.
+    Refused (any exception): nothing written, a run directory this launch made removed."""
+    p, seeds = spec.protocol, list(spec.protocol.seeds)
+    chunk_ticks = int(program.agent.ticks_for(p.log_frequency))
+    total_ticks = int(program.agent.ticks_for(p.n_timesteps))
     n_chunks = chunk_count(total_ticks, chunk_ticks)
-    program = SeedProgram(agent, len(seeds), p.shard_seeds, p.fast_compile)
-    init_keys, eval_keys = (program.place(k) for k in seed_keys(seeds))
-    started = False
-    ckpt = None
     try:
         stored = rd.check_config(spec)
-        # Read only until the launch is accepted: a writing manager removes orbax's
-        # temporary directories (a save cut by a kill) as it opens, which wrote into the
-        # run dir of a launch refused below (e.g. +resume=force shorter than the run).
-        if not fresh and rd.checkpoints.is_dir():
-            ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt, create=False)
-        restored = _restore(spec, env, program, init_keys, ckpt) if ckpt else None
+        restored = _resume_point(spec, rd, env, program, fresh)
+        if restored is not None and int(restored.meta["tick"]) == total_ticks:
+            return _complete(spec, rd, n_chunks, restored.meta, program, restored.state, plot)
         if restored is not None:
-            state, meta = restored
-            if int(meta["tick"]) == total_ticks:
-                ckpt.close()
-                ckpt = None
-                return _complete(spec, rd, n_chunks, meta, program, state, plot)
-            if int(meta["timestep"]) > p.n_timesteps:
-                raise ConfigError(
-                    f"protocol.n_timesteps: the run in {rd.path} has already taken "
-                    f"{meta['timestep']} env steps, more than n_timesteps={p.n_timesteps}; "
-                    "ask for at least that many"
-                )
-            saved_total = int(meta.get("n_timesteps", p.n_timesteps))
-            if saved_total != p.n_timesteps:
-                try:
-                    state = program.migrate(state, saved_total)
-                except ValueError as err:
-                    raise ConfigError(f"protocol.n_timesteps: {err}") from None
-            start, steps_done = int(meta["chunk"]), int(meta["timestep"])
-            wandb_ids = {int(k): v for k, v in meta["wandb_ids"].items()}
+            state, start, steps_done, wandb_ids = _resume(spec, rd, program, restored)
         else:
-            state = program.init(init_keys)
-            if callbacks.pretrain:
-                state = program.place(callbacks.run_pretrain(state, spec))
-            start, steps_done = 0, 0
-            wandb_ids = rd.read_wandb_ids() or WandbRuns.new_ids(seeds, spec.logger.mode)
+            state, start, steps_done, wandb_ids = _begin(spec, rd, program, callbacks)
         loggers = RunLoggers(spec, seeds, wandb_ids, rd)
-        started = True
     except BaseException:
-        if ckpt is not None:
-            ckpt.close()
-        if not started:
-            _discard(rd, fresh)
+        _discard(rd, fresh)
         raise
+    launch = Launch(
+        spec=spec,
+        rd=rd,
+        agent=program.agent,
+        program=program,
+        callbacks=callbacks,
+        loggers=loggers,
+        eval_keys=program.place(seed_keys(seeds)[1]),
+        chunk_ticks=chunk_ticks,
+        total_ticks=total_ticks,
+        n_chunks=n_chunks,
+        start=start,
+        steps_done=steps_done,
+        resumed=restored is not None,
+        wandb_ids=wandb_ids,
+    )
+    return launch, state, stored
 
-    handler = _log_to(rd.path / LOG_FILE)
-    if ckpt is not None:
+
+def _resume_point(
+    spec: RunSpec, rd: RunDir, env: Any, program: SeedProgram, fresh: bool
+) -> Checkpoint | None:
+    """The latest readable checkpoint of an existing run (unreadable newer ones moved aside).
+
+    Read only until the launch is accepted: a writing manager removes orbax's temporary
+    directories (a save cut by a kill) as it opens, which wrote into the run dir of a
+    launch refused later (e.g. +resume=force shorter than the run)."""
+    if fresh or not rd.checkpoints.is_dir():
+        return None
+    p = spec.protocol
+    ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt, create=False)
+    try:
+        return restore.restore_latest(ckpt, spec, env, program, set_aside=True)
+    finally:
         ckpt.close()
+
+
+def _resume(
+    spec: RunSpec, rd: RunDir, program: SeedProgram, restored: Checkpoint
+) -> tuple[Any, int, int, dict[int, str]]:
+    """``(state, chunk, env step, W&B ids)`` to continue from ``restored``, migrated when the
+    run's length changed; ConfigError when the run is already past the asked length."""
+    p, meta = spec.protocol, restored.meta
+    if int(meta["timestep"]) > p.n_timesteps:
+        raise ConfigError(
+            f"protocol.n_timesteps: the run in {rd.path} has already taken "
+            f"{meta['timestep']} env steps, more than n_timesteps={p.n_timesteps}; "
+            "ask for at least that many"
+        )
+    state = restored.state
+    if restored.saved_length != p.n_timesteps:
+        try:
+            state = program.migrate(state, restored.saved_length)
+        except ValueError as err:
+            raise ConfigError(f"protocol.n_timesteps: {err}") from None
+    wandb_ids = {int(k): v for k, v in meta["wandb_ids"].items()}
+    return state, int(meta["chunk"]), int(meta["timestep"]), wandb_ids
+
+
+def _begin(
+    spec: RunSpec, rd: RunDir, program: SeedProgram, callbacks: Callbacks
+) -> tuple[Any, int, int, dict[int, str]]:
+    """``(state, 0, 0, W&B ids)`` of a new run: initialised, then the pretrain callbacks."""
+    seeds = list(spec.protocol.seeds)
+    state = program.init(program.place(seed_keys(seeds)[0]))
+    if callbacks.pretrain:
+        state = program.place(callbacks.run_pretrain(state, spec))
+    wandb_ids = rd.read_wandb_ids() or WandbRuns.new_ids(seeds, spec.logger.mode)
+    return state, 0, 0, wandb_ids
+
+
+def _open(launch: Launch, env: Any, stored: dict[str, Any] | None) -> Checkpointer:
+    """Write the accepted launch into its run dir (metrics rolled back to the restored
+    chunk, its launch record, run.json when new or changed, the W&B ids), open the
+    loggers; returns the writing checkpointer."""
+    spec, rd, p = launch.spec, launch.rd, launch.spec.protocol
+    start, steps_done = launch.start, launch.steps_done
     ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt)
-    if restored is not None:
+    if launch.resumed:
         log.info("resuming %s after chunk %d (timestep %d)", rd.path, start, steps_done)
     else:
-        log.info("starting %s: %d chunks of %d ticks", rd.path, n_chunks, chunk_ticks)
-    rd.truncate_metrics(seeds, start if restored is not None else -1)
+        log.info("starting %s: %d chunks of %d ticks", rd.path, launch.n_chunks, launch.chunk_ticks)
+    rd.truncate_metrics(launch.seeds, start if launch.resumed else -1)
     origin = provenance.collect()
     rd.append_launch({"started": time.time(), "resumed_at_step": steps_done, **origin})
     if stored is None or stored.get("config_hash") != spec.config_hash:
-        rd.write_run(spec, {**_run_facts(agent, env, program), "provenance": origin})
-    rd.write_wandb_ids(wandb_ids)
-    loggers.open(steps_done if restored is not None else None)
+        facts = _run_facts(launch.agent, env, launch.program)
+        rd.write_run(spec, {**facts, "provenance": origin})
+    rd.write_wandb_ids(launch.wandb_ids)
+    launch.loggers.open(steps_done if launch.resumed else None)
+    return ckpt
 
-    bar = Progress(p.n_timesteps, steps_done, spec.logger.progress, spec.run_name)
-    evaluating = p.eval_frequency > 0
-    final_train: list[dict[str, Any]] = []
-    final_eval: list[dict[str, Any]] = []
-    stopped = False
-    chunk = start
-    compile_seconds = 0.0
-    updates_before = np.asarray(to_host(jax.vmap(agent.counters)(state))["Train/n_updates"])
-    wandb_dirs = loggers.offline_dirs()
 
-    def record(rows: list[dict[str, Any]], chunk: int) -> None:
-        for i, (seed, row) in enumerate(zip(seeds, rows, strict=True)):
-            rd.append_metrics(seed, [row])
-            if i == 0:
-                faults.point("metrics", chunk)
-        loggers.record(rows)  # W&B gets them once their checkpoint is saved (commit below)
-
-    def evaluate(state: Any, chunk: int, steps: int) -> tuple[Any, list[dict[str, Any]]]:
-        state, em = program.evaluate(state, eval_keys)
-        em = callbacks.run_eval_metrics(to_host(em), chunk)
-        rows = per_seed_rows(em, len(seeds), {"kind": "eval", "chunk": chunk, "timestep": steps})
-        record(rows, chunk)
-        faults.point("evaluated", chunk)
-        bar.eval = seed_mean(em, "Eval/episodic mean reward")
-        return state, rows
-
+def _train(
+    launch: Launch, state: Any, ckpt: Checkpointer, handler: logging.Handler, plot: bool
+) -> RunResult:
+    """Run the chunk loop under the Ctrl-C handler; close the checkpointer, loggers, bar
+    and log file whatever happens."""
+    spec = launch.spec
+    shown = spec.logger.progress
+    bar = Progress(spec.protocol.n_timesteps, launch.steps_done, shown, spec.run_name)
+    loop = ChunkLoop(launch, state, ckpt, bar)
+    wandb_dirs = launch.loggers.offline_dirs()
     try:
         with CtrlC() as ctrl_c:
-            if restored is None and evaluating and p.eval_at_start:
-                state, final_eval = evaluate(state, 0, 0)
-            for chunk in range(start + 1, n_chunks + 1):
-                t0 = (chunk - 1) * chunk_ticks
-                t1 = total_ticks if chunk == n_chunks else chunk * chunk_ticks
-                if not program.is_compiled(t1 - t0):
-                    bar.phase("compiling")
-                    log.info("compiling train for chunks of %d ticks", t1 - t0)
-                    clock = time.perf_counter()
-                    program.compile_train(state, t1 - t0)
-                    compile_seconds += time.perf_counter() - clock
-                    bar.phase(None)
-                clock = time.perf_counter()
-                state, metrics = program.train(state, jnp.arange(t0, t1, dtype=jnp.int32))
-                metrics = to_host(metrics)
-                seconds = time.perf_counter() - clock
-                ctrl_c.check()  # a Ctrl-C swallowed during the call stops here, unsaved
-                faults.point("trained", chunk)
-                guards.check_chunk(agent, metrics, state, chunk, spec, updates_before)
-                updates_before = np.asarray(metrics["Train/n_updates"])
-                steps = int(np.max(metrics["timestep"]))
-                sps = (steps - steps_done) / max(seconds, 1e-9)
-                metrics = callbacks.run_post_update(metrics, chunk)
-                timing = {"time/steps_per_second": sps, "time/chunk_seconds": seconds}
-                final_train = per_seed_rows(
-                    metrics, len(seeds), {"kind": "train", "chunk": chunk, **timing}
-                )
-                record(final_train, chunk)
-                bar.train = seed_mean(metrics, "Train/episodic mean reward")
-
-                last = chunk == n_chunks
-                stop = spec.control.stop_after_chunks is not None and (
-                    chunk - start >= spec.control.stop_after_chunks
-                )
-                if evaluating and (last or _crossed(steps_done, steps, p.eval_frequency)):
-                    state, final_eval = evaluate(state, chunk, steps)
-                if last or stop or _crossed(steps_done, steps, p.checkpoint_frequency):
-                    meta = {
-                        "chunk": chunk,
-                        "tick": t1,
-                        "timestep": steps,
-                        "n_timesteps": p.n_timesteps,
-                        "chunk_ticks": chunk_ticks,
-                        "config_hash": spec.config_hash,
-                        "seeds": seeds,
-                        "wandb_ids": {str(k): v for k, v in wandb_ids.items()},
-                    }
-                    ckpt.save(steps, state, meta)
-                    faults.point("saving", chunk)
-                    ckpt.wait()
-                    faults.point("saved", chunk)
-                    loggers.commit()
-                    log.info("chunk %d: checkpoint at env step %d", chunk, steps)
-                bar.update(steps - steps_done, sps)
-                steps_done = steps
-                if stop and not last:
-                    stopped = True
-                    break
+            loop.run(ctrl_c)
     except RunStopped as err:
         log.error("%s", err)
         raise
     finally:
         ckpt.close()
-        loggers.finish()
+        launch.loggers.finish()
         bar.close()
         _unlog(handler)
-
     return RunResult(
-        run_dir=rd.path,
+        run_dir=launch.rd.path,
         spec=spec,
-        n_chunks=n_chunks,
-        chunks_done=chunk,
-        resumed_from=start if restored is not None else None,
-        stopped_early=stopped,
-        final_train=final_train,
-        final_eval=final_eval,
-        metrics_files=[rd.metrics_file(s) for s in seeds],
-        plot=_plot(rd.path) if plot else None,
+        n_chunks=launch.n_chunks,
+        chunks_done=loop.chunk,
+        resumed_from=launch.start if launch.resumed else None,
+        stopped_early=loop.stopped,
+        final_train=loop.final_train,
+        final_eval=loop.final_eval,
+        metrics_files=[launch.rd.metrics_file(s) for s in launch.seeds],
+        plot=_plot(launch.rd.path) if plot else None,
         wandb_dirs=wandb_dirs,
-        compiles=program.compiles(),
-        n_devices=program.n_devices,
-        state=state,
-        compile_seconds=compile_seconds,
+        compiles=launch.program.compiles(),
+        n_devices=launch.program.n_devices,
+        state=loop.state,
+        compile_seconds=loop.compile_seconds,
     )
-
-
-# --------------------------------------------------------------------- pieces
-def _restore(
-    spec: RunSpec, env: Any, program: SeedProgram, init_keys: Any, ckpt: Checkpointer
-) -> tuple[Any, dict[str, Any]] | None:
-    """The latest readable checkpoint, restored with the shapes it was saved with."""
-    target = program.abstract(init_keys)
-
-    def abstract_for(meta: Mapping[str, Any]) -> Any:
-        n_old = int(meta.get("n_timesteps", spec.protocol.n_timesteps))
-        if n_old == spec.protocol.n_timesteps:
-            return target
-        return program.abstract(init_keys, build.make_agent(spec, env, n_old))
-
-    return ckpt.restore_latest(abstract_for)
 
 
 def _complete(
@@ -380,15 +357,10 @@ def _unlog(handler: logging.Handler) -> None:
 def chunk_count(total_ticks: int, chunk_ticks: int) -> int:
     """Chunks of ``chunk_ticks`` covering ``total_ticks``, the last one taking the rest. A
     rest of one tick joins the chunk before it: that tick may be an agent's hold tick alone
-    (TD-MPC2's reset tick after an episode's last step, ``agent.n_envs=2``), which takes no
-    env step, so its checkpoint would have the previous chunk's env-step name."""
+    (a reset tick after an episode's last step, e.g. with ``agent.n_envs=2``), which takes
+    no env step, so its checkpoint would have the previous chunk's env-step name."""
     n = math.ceil(total_ticks / chunk_ticks)
     return n - 1 if n > 1 and total_ticks - (n - 1) * chunk_ticks == 1 else n
-
-
-def _crossed(before: int, after: int, every: int) -> bool:
-    """Whether a multiple of ``every`` lies in (before, after]."""
-    return every > 0 and after // every > before // every
 
 
 def _run_facts(agent: Any, env: Any, program: SeedProgram) -> dict[str, Any]:

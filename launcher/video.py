@@ -1,6 +1,6 @@
 """Episode videos: ``python -m launcher.evaluate RUN_DIR --video [--episodes N]``.
 
-Restores the run's latest checkpoint (:func:`launcher.evaluate.restore_run`, read only),
+Restores the run's latest checkpoint (:func:`launcher.restore.restore_run`, read only),
 then for each seed runs N episodes (default 1) of ONE env with the agent's evaluation
 policy (the agent's optional ``eval_policy``, agent_api): a Python loop over one jitted
 act + env step that returns what a frame needs (:mod:`envs.render`), each frame streamed
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.errors import ConfigError
-from launcher.evaluate import restore_run
+from launcher.restore import restore_run
 
 VIDEO_SALT = 0x71DE0
 GL_FIX = (

@@ -16,6 +16,7 @@ a 4,000-update burst) compile with ``launcher.program.FULL_OPTIMIZATION``; a per
 
 import os
 import pathlib
+import sys
 
 os.environ.setdefault("MUJOCO_GL", "disable")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -35,6 +36,13 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 jax.config.update("jax_default_matmul_precision", "highest")
 jax.config.update("jax_enable_x64", False)
+
+# absl's log handler closes the stream it was created with whenever logging is set up
+# anew (Hydra does, in-process, in a multirun's main process) unless that stream is the
+# current sys.stderr; created under pytest's capture, it would close the capture buffer.
+from absl import logging as absl_logging  # noqa: E402
+
+absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks

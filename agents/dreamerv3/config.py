@@ -23,6 +23,10 @@ deferred to the accelerator milestone (deviation D30).
 from __future__ import annotations
 
 import dataclasses
+import math
+from fractions import Fraction
+
+from agent_api.rules import bounded, check_bounds, check_lockstep_envs
 
 # name -> d (units = hidden = d, deter = 8 d, classes = d // 16)
 MODEL_SIZES: dict[str, int] = {
@@ -36,64 +40,79 @@ MODEL_SIZES: dict[str, int] = {
 }
 
 
+def check_ratio(train_ratio: float, batch_size: int, batch_length: int) -> None:
+    """Refuse a train ratio whose updates per row ``train_ratio / (B T)``, an exact
+    fraction ``p / q``, the schedule's int32 closed form cannot hold (``p q >= 2**31``;
+    agents/dreamerv3/schedule.py): ValueError."""
+    r = Fraction(train_ratio) / (batch_size * batch_length)
+    if r.numerator * r.denominator >= 2**31:
+        raise ValueError(
+            f"train_ratio={train_ratio!r} gives {r} updates per row, too fine a "
+            "fraction for the int32 closed form (numerator x denominator >= 2**31); "
+            "use a train ratio with fewer binary digits (an integer or a few halves)"
+        )
+
+
 @dataclasses.dataclass(frozen=True)
 class DreamerV3Config:
     model_size: str = "12m"
-    units: int | None = None
-    deter: int | None = None
-    hidden: int | None = None
-    classes: int | None = None
-    stoch: int = 32
-    blocks: int = 8
-    enc_layers: int = 3
-    dec_layers: int = 3
-    rew_layers: int = 1
-    con_layers: int = 1
-    actor_layers: int = 3
-    critic_layers: int = 3
-    img_layers: int = 2
-    obs_layers: int = 1
-    dyn_layers: int = 1
-    bins: int = 255
+    units: int | None = bounded(None, low=1)
+    deter: int | None = bounded(None, low=1)
+    hidden: int | None = bounded(None, low=1)
+    classes: int | None = bounded(None, low=1)
+    stoch: int = bounded(32, low=1)
+    blocks: int = bounded(8, low=1)
+    enc_layers: int = bounded(3, low=1)
+    dec_layers: int = bounded(3, low=1)
+    rew_layers: int = bounded(1, low=1)
+    con_layers: int = bounded(1, low=1)
+    actor_layers: int = bounded(3, low=1)
+    critic_layers: int = bounded(3, low=1)
+    img_layers: int = bounded(2, low=1)
+    obs_layers: int = bounded(1, low=1)
+    dyn_layers: int = bounded(1, low=1)
+    bins: int = bounded(255, low=1)
     # world model loss
-    free_nats: float = 1.0
-    unimix: float = 0.01
-    actor_unimix: float = 0.01
-    dyn_scale: float = 1.0
-    rep_scale: float = 0.1
-    rec_scale: float = 1.0
-    rew_scale: float = 1.0
-    con_scale: float = 1.0
+    free_nats: float = bounded(1.0, low=0)
+    unimix: float = bounded(0.01, low=0, high=1)
+    actor_unimix: float = bounded(0.01, low=0, high=1)
+    dyn_scale: float = bounded(1.0, low=0)
+    rep_scale: float = bounded(0.1, low=0)
+    rec_scale: float = bounded(1.0, low=0)
+    rew_scale: float = bounded(1.0, low=0)
+    con_scale: float = bounded(1.0, low=0)
     # actor-critic
-    actor_scale: float = 1.0
-    critic_scale: float = 1.0
-    repval_scale: float = 0.3
-    imag_horizon: int = 15
-    return_horizon: float = 333.0
-    lam: float = 0.95
-    repval_lam: float = 0.95
-    actent: float = 3e-4
-    slowreg: float = 1.0
-    slow_rate: float = 0.02
-    retnorm_rate: float = 0.01
-    retnorm_limit: float = 1.0
+    actor_scale: float = bounded(1.0, low=0)
+    critic_scale: float = bounded(1.0, low=0)
+    repval_scale: float = bounded(0.3, low=0)
+    imag_horizon: int = bounded(15, low=1)
+    return_horizon: float = bounded(333.0, low=1)
+    lam: float = bounded(0.95, low=0, high=1)
+    repval_lam: float = bounded(0.95, low=0, high=1)
+    actent: float = bounded(3e-4, low=0)
+    slowreg: float = bounded(1.0, low=0)
+    slow_rate: float = bounded(0.02, low=0, high=1)
+    retnorm_rate: float = bounded(0.01, low=0, high=1)
+    retnorm_limit: float = bounded(1.0, low=0)
     retnorm_percentiles: tuple[float, float] = (5.0, 95.0)
-    minstd: float = 0.1
-    maxstd: float = 1.0
+    minstd: float = bounded(0.1, low=0)
+    maxstd: float = bounded(1.0, low=0)
     # optimizer (LaProp + AGC, one joint gradient)
-    learning_rate: float = 4e-5
-    agc: float = 0.3
-    agc_pmin: float = 1e-3
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-20
-    warmup: int = 1000
+    learning_rate: float = bounded(4e-5, low=0)
+    agc: float = bounded(0.3, low=0)
+    agc_pmin: float = bounded(1e-3, low=0)
+    beta1: float = bounded(0.9, low=0, high=1)
+    beta2: float = bounded(0.999, low=0, high=1)
+    eps: float = bounded(1e-20, low=0)
+    warmup: int = bounded(1000, low=0)
     # data and schedule (used by the agent, next to the training step)
-    train_ratio: float = 512.0
-    batch_size: int = 16
-    batch_length: int = 64
-    replay_capacity: int = 5_000_000
-    n_envs: int = 16
+    train_ratio: float = bounded(
+        512.0, low=0, low_open=True, why="a train ratio of 0 never updates"
+    )
+    batch_size: int = bounded(16, low=1)
+    batch_length: int = bounded(64, low=1)
+    replay_capacity: int = bounded(5_000_000, low=1, high=2**31 - 1, why="int32 ring indices")
+    n_envs: int = bounded(16, low=1)
     eval_episodes: int = 10
 
     def __post_init__(self) -> None:
@@ -102,11 +121,53 @@ class DreamerV3Config:
                 f"model_size={self.model_size!r} is not a DreamerV3 preset; "
                 f"choose one of {list(MODEL_SIZES)}"
             )
+        check_bounds(self)
+        low_high = self.retnorm_percentiles
+        if len(low_high) != 2 or not 0 <= low_high[0] < low_high[1] <= 100:
+            raise ValueError(
+                f"retnorm_percentiles={list(low_high)} must be two increasing percentiles "
+                "in [0, 100] (low, high); e.g. agent.retnorm_percentiles=[5.0,95.0]"
+            )
+        check_ratio(self.train_ratio, self.batch_size, self.batch_length)
+        if self.minstd > self.maxstd:
+            raise ValueError(
+                f"minstd={self.minstd} exceeds maxstd={self.maxstd}; choose "
+                "agent.minstd <= agent.maxstd"
+            )
+        if self.replay_capacity < self.n_envs * self.min_rows_per_env:
+            raise ValueError(
+                f"replay_capacity={self.replay_capacity} rows cannot hold one batch "
+                f"({self.batch_size} windows of batch_length + 1 = {self.batch_length + 1} "
+                f"rows over {self.n_envs} envs); use agent.replay_capacity >= "
+                f"{self.n_envs * self.min_rows_per_env}"
+            )
         if self.bins % 2 != 1:
             raise ValueError(f"bins must be odd (symmetric two-hot bins), got {self.bins}")
         deter = self.deter_size
         if deter % self.blocks:
             raise ValueError(f"deter={deter} must be divisible by blocks={self.blocks}")
+
+    @property
+    def min_rows_per_env(self) -> int:
+        """Rows every env must have collected before the first update: the envs' windows
+        of ``batch_length + 1`` rows (``rows - batch_length`` per env) must number
+        ``batch_size`` (the gate of agents/dreamerv3/schedule.py)."""
+        return self.batch_length + math.ceil(self.batch_size / self.n_envs)
+
+    def check_run(self, n_timesteps: int) -> None:
+        """The rules that need the run's length (agent_api): whole ticks of the
+        ``n_envs`` envs, and a first update within the run (ValueError)."""
+        check_lockstep_envs(self.n_envs, n_timesteps)
+        rows = n_timesteps // self.n_envs
+        if rows < self.min_rows_per_env:
+            longest = rows - math.ceil(self.batch_size / self.n_envs)
+            fix = f"agent.batch_length <= {longest} or " if longest >= 1 else ""
+            raise ValueError(
+                f"agent.batch_length: the first update needs batch_length + ceil(batch_size"
+                f" / n_envs) = {self.min_rows_per_env} rows per env, and the run collects "
+                f"protocol.n_timesteps / agent.n_envs = {rows}: it would never update; use "
+                f"{fix}protocol.n_timesteps >= {self.min_rows_per_env * self.n_envs}"
+            )
 
     @property
     def width(self) -> int:

@@ -1,4 +1,6 @@
-"""DreamerV3's launcher entry: config class, model-size presets, bounds, env requirements.
+"""DreamerV3's launcher entry: config class, model-size presets, env requirements, costs.
+
+Bounds and cross-field rules live on the config's fields (agents/dreamerv3/config.py).
 
 Named by ``conf/agent/dreamerv3.yaml`` (``entry: agents.dreamerv3.entry:ENTRY``). Importing
 this module imports no JAX; the agent (:mod:`agents.dreamerv3.agent`) is imported only
@@ -12,54 +14,6 @@ from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
 from agents.dreamerv3.cost import cpu_cost
 from agents.dreamerv3.paper import PAPER
 
-_POSITIVE = (
-    "units",
-    "deter",
-    "hidden",
-    "classes",
-    "stoch",
-    "blocks",
-    "enc_layers",
-    "dec_layers",
-    "rew_layers",
-    "con_layers",
-    "actor_layers",
-    "critic_layers",
-    "img_layers",
-    "obs_layers",
-    "dyn_layers",
-    "bins",
-    "imag_horizon",
-    "return_horizon",
-    "batch_size",
-    "batch_length",
-    "replay_capacity",
-    "n_envs",
-)
-_UNIT = ("unimix", "actor_unimix", "lam", "repval_lam", "slow_rate", "retnorm_rate", "beta1")
-_NON_NEGATIVE = (
-    "free_nats",
-    "dyn_scale",
-    "rep_scale",
-    "rec_scale",
-    "rew_scale",
-    "con_scale",
-    "actor_scale",
-    "critic_scale",
-    "repval_scale",
-    "actent",
-    "slowreg",
-    "retnorm_limit",
-    "minstd",
-    "maxstd",
-    "learning_rate",
-    "agc",
-    "agc_pmin",
-    "eps",
-    "warmup",
-    "train_ratio",
-)
-
 ENTRY = AgentEntry(
     name="dreamerv3",
     config_cls=DreamerV3Config,
@@ -67,12 +21,6 @@ ENTRY = AgentEntry(
     factory="agents.dreamerv3.agent:DreamerV3",
     # The stream replay takes any episode end: discrete and terminating envs run.
     requirements=EnvRequirements(),
-    bounds={
-        **{f: (1, None) for f in _POSITIVE},
-        **{f: (0, 1) for f in _UNIT},
-        "beta2": (0, 1),
-        **{f: (0, None) for f in _NON_NEGATIVE},
-    },
     # What a run costs on a CPU under the composed config (the train ratio's updates per
     # row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
     cpu_cost=cpu_cost,

@@ -25,6 +25,8 @@ from fractions import Fraction
 import jax
 import jax.numpy as jnp
 
+from agents.dreamerv3.config import check_ratio
+
 
 @dataclasses.dataclass(frozen=True)
 class Schedule:
@@ -44,15 +46,9 @@ class Schedule:
     train_ratio: float
 
     def __post_init__(self) -> None:
-        r = self.ratio
-        if r < 0:
+        if self.ratio < 0:
             raise ValueError(f"train_ratio must be >= 0, got {self.train_ratio}")
-        if r.numerator * r.denominator >= 2**31:
-            raise ValueError(
-                f"train_ratio={self.train_ratio!r} gives {r} updates per row, too fine a "
-                "fraction for the int32 closed form (numerator x denominator >= 2**31); "
-                "use a train ratio with fewer binary digits (an integer or a few halves)"
-            )
+        check_ratio(self.train_ratio, self.batch_size, self.batch_length)
 
     @property
     def ratio(self) -> Fraction:

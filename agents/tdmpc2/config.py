@@ -18,6 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from agent_api.rules import bounded, check_bounds, check_lockstep_envs
+
+# Why a discount must stay below 1: the TD targets bootstrap an infinite sum.
+_DISCOUNT = "the TD targets need a discount < 1; the reference's default clips it to 0.995"
+
 # size -> (enc_dim, mlp_dim, latent_dim, num_enc_layers, num_q)
 MODEL_SIZES: dict[int, tuple[int, int, int, int, int]] = {
     1: (256, 384, 128, 2, 2),
@@ -31,47 +36,47 @@ MODEL_SIZES: dict[int, tuple[int, int, int, int, int]] = {
 @dataclasses.dataclass(frozen=True)
 class TDMPC2Config:
     model_size: int = 5
-    enc_dim: int | None = None
-    mlp_dim: int | None = None
-    latent_dim: int | None = None
-    num_enc_layers: int | None = None
-    num_q: int | None = None
-    simnorm_dim: int = 8
-    num_bins: int = 101
-    vmax: float = 10.0
-    dropout: float = 0.01
+    enc_dim: int | None = bounded(None, low=1)
+    mlp_dim: int | None = bounded(None, low=1)
+    latent_dim: int | None = bounded(None, low=1)
+    num_enc_layers: int | None = bounded(None, low=1)
+    num_q: int | None = bounded(None, low=1)
+    simnorm_dim: int = bounded(8, low=1)
+    num_bins: int = bounded(101, low=1)
+    vmax: float = bounded(10.0, low=0)
+    dropout: float = bounded(0.01, low=0, high=1)
     # update
-    horizon: int = 3
-    rho: float = 0.5
+    horizon: int = bounded(3, low=1)
+    rho: float = bounded(0.5, low=0, high=1)
     consistency_coef: float = 20.0
     reward_coef: float = 0.1
     value_coef: float = 0.1
-    learning_rate: float = 3e-4
-    enc_lr_scale: float = 0.3
-    grad_clip_norm: float = 20.0
+    learning_rate: float = bounded(3e-4, low=0)
+    enc_lr_scale: float = bounded(0.3, low=0)
+    grad_clip_norm: float = bounded(20.0, low=0)
     pi_eps: float = 1e-5
-    tau: float = 0.01
+    tau: float = bounded(0.01, low=0, high=1)
     entropy_coef: float = 1e-4
     log_std_min: float = -10.0
     log_std_max: float = 2.0
-    batch_size: int = 256
-    buffer_size: int = 1_000_000
+    batch_size: int = bounded(256, low=1)
+    buffer_size: int = bounded(1_000_000, low=1, high=2**31 - 1, why="int32 buffer indices")
     # derived from the env unless given
-    seed_steps: int | None = None
-    gamma: float | None = None
-    discount_denom: float = 5.0
-    discount_min: float = 0.95
-    discount_max: float = 0.995
+    seed_steps: int | None = bounded(None, low=1)
+    gamma: float | None = bounded(None, low=0, high=1, high_open=True, why=_DISCOUNT)
+    discount_denom: float = bounded(5.0, low=0)
+    discount_min: float = bounded(0.95, low=0, high=1, high_open=True, why=_DISCOUNT)
+    discount_max: float = bounded(0.995, low=0, high=1, high_open=True, why=_DISCOUNT)
     # planner
-    iterations: int = 6
-    num_samples: int = 512
-    num_elites: int = 64
-    num_pi_trajs: int = 24
-    min_std: float = 0.05
-    max_std: float = 2.0
-    temperature: float = 0.5
+    iterations: int = bounded(6, low=1)
+    num_samples: int = bounded(512, low=1)
+    num_elites: int = bounded(64, low=1)
+    num_pi_trajs: int = bounded(24, low=0)
+    min_std: float = bounded(0.05, low=0)
+    max_std: float = bounded(2.0, low=0)
+    temperature: float = bounded(0.5, low=0)
     # collection
-    n_envs: int = 1
+    n_envs: int = bounded(1, low=1)
     eval_episodes: int = 10
     resolved: bool = False  # set by resolve(); resolving twice is a no-op
 
@@ -81,10 +86,26 @@ class TDMPC2Config:
                 f"model_size={self.model_size!r} is not a TD-MPC2 preset; "
                 f"choose one of {sorted(MODEL_SIZES)}"
             )
+        check_bounds(self)
+        if self.discount_min > self.discount_max:
+            raise ValueError(
+                f"discount_min={self.discount_min} exceeds discount_max={self.discount_max}; "
+                "choose agent.discount_min <= agent.discount_max"
+            )
+        if self.min_std > self.max_std:
+            raise ValueError(
+                f"min_std={self.min_std} exceeds max_std={self.max_std}; choose "
+                "agent.min_std <= agent.max_std"
+            )
         if self.num_pi_trajs >= self.num_samples:
             raise ValueError("num_pi_trajs must be smaller than num_samples")
         if self.num_elites > self.num_samples:
             raise ValueError("num_elites must not exceed num_samples")
+
+    def check_run(self, n_timesteps: int) -> None:
+        """The rules that need the run's length (agent_api): whole ticks of the
+        ``n_envs`` envs (ValueError)."""
+        check_lockstep_envs(self.n_envs, n_timesteps)
 
     def resolve(self, episode_length: int, action_size: int) -> TDMPC2Config:
         """Fill widths from the preset and the env-derived values (module docstring)."""

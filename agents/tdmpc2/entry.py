@@ -1,4 +1,6 @@
-"""TD-MPC2's launcher entry: config class, model-size presets, bounds, env requirements.
+"""TD-MPC2's launcher entry: config class, model-size presets, env requirements, costs.
+
+Bounds and cross-field rules live on the config's fields (agents/tdmpc2/config.py).
 
 Named by ``conf/agent/tdmpc2.yaml`` (``entry: agents.tdmpc2.entry:ENTRY``). Importing
 this module imports no JAX; the agent itself (:mod:`agents.tdmpc2.agent`) is imported
@@ -17,36 +19,6 @@ from agents.tdmpc2.paper import PAPER
 # policy: fixed-length, continuous-control tasks only (design §4.4, §8).
 REQUIREMENTS = EnvRequirements(continuous_actions=True, fixed_length=True)
 
-_POSITIVE = (
-    "enc_dim",
-    "mlp_dim",
-    "latent_dim",
-    "num_enc_layers",
-    "num_q",
-    "simnorm_dim",
-    "num_bins",
-    "horizon",
-    "batch_size",
-    "buffer_size",
-    "seed_steps",
-    "iterations",
-    "num_samples",
-    "num_elites",
-    "n_envs",
-)
-_UNIT = ("dropout", "rho", "tau", "gamma", "discount_min", "discount_max")
-_NON_NEGATIVE = (
-    "num_pi_trajs",
-    "vmax",
-    "discount_denom",
-    "learning_rate",
-    "enc_lr_scale",
-    "grad_clip_norm",
-    "temperature",
-    "min_std",
-    "max_std",
-)
-
 ENTRY = AgentEntry(
     name="tdmpc2",
     config_cls=TDMPC2Config,
@@ -54,11 +26,6 @@ ENTRY = AgentEntry(
     factory="agents.tdmpc2.agent:TDMPC2",
     requirements=REQUIREMENTS,
     launcher_fields=("model_size", "eval_episodes", "resolved"),
-    bounds={
-        **{f: (1, None) for f in _POSITIVE},
-        **{f: (0, 1) for f in _UNIT},
-        **{f: (0, None) for f in _NON_NEGATIVE},
-    },
     # What a run costs on a CPU under the composed config (seed steps, updates, batch,
     # horizon, planner samples x iterations, model size, envs, evaluation):
     # agents/tdmpc2/cost.py.
@@ -89,7 +56,6 @@ MULTITASK = AgentEntry(
     factory="agents.tdmpc2.offline:make",
     requirements=EnvRequirements(continuous_actions=True, fixed_length=True, task_set=True),
     launcher_fields=ENTRY.launcher_fields,
-    bounds={**ENTRY.bounds, "task_dim": (1, None)},
     # One update at batch 1024, one seed pinned to one core (docs/PERFORMANCE.md,
     # benchmarks/tdmpc2_offline_speed.py); an evaluation adds its episodes' decisions.
     cpu_seconds_per_step={1: 0.62, 5: 1.64},

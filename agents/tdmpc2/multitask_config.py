@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from agent_api.rules import bounded
 from agents.tdmpc2.config import TDMPC2Config
 
 TASK_DIM = 96  # the paper's task embedding size; the code's 64 for mt30 at 5/19/48M (T46)
@@ -26,8 +27,8 @@ class MultiTaskConfig(TDMPC2Config):
             baseline through the same trainer.
     """
 
-    batch_size: int = 1024
+    batch_size: int = bounded(1024, low=1)
     dataset: str = ""
     dataset_sha256: str | None = None
-    task_dim: int = TASK_DIM
+    task_dim: int = bounded(TASK_DIM, low=1)
     tasks: tuple[str, ...] = ()

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from agent_api import AgentEntry, EnvRequirements
+from agent_api import AgentEntry, EnvRequirements, bounded
 from envs.core import EnvSpec
 
 
@@ -44,7 +44,7 @@ def _hold(path: str, from_tick: int, first_tick: Any, timeout_s: float = 120.0) 
 class FakeConfig:
     model_size: int = 1
     width: int = 4
-    lr: float = 0.1
+    lr: float = bounded(0.1, low=0, low_open=True)  # a bound is one edit (agent_api.rules)
     eval_episodes: int = 2
     sleep_s: float = 0.0  # host sleep per train call (kill tests)
     trace_sleep_s: float = 0.0  # sleep while tracing train: a slow compile (kill tests)

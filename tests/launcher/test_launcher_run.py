@@ -189,6 +189,35 @@ def test_force_extension_equals_the_longer_run(base, tmp_path):
     assert train == [r for r in metric_rows(base.run_dir, 0) if r["kind"] == "train"]
 
 
+def test_one_restore_path_reads_a_checkpoint_saved_with_another_run_length(tmp_path, monkeypatch):
+    """An extension (+resume=force) killed before its first checkpoint leaves run.json at
+    the new length and the checkpoint of the old one. The readers (restore_run, evaluate)
+    and the resume restore it through the one path, launcher.restore.restore_latest, with
+    the agent that saved it; only the resume moves unreadable checkpoints aside and
+    migrates the state."""
+    from launcher import restore
+    from launcher.rundir import RunDir
+
+    launch(tmp_path / "run", protocol={"n_timesteps": 40})
+    longer = resolve(fake_config(protocol={"n_timesteps": 60}, resume="force"))
+    RunDir(tmp_path / "run").write_run(longer, {})  # what the killed extension wrote
+    calls, real = [], restore.restore_latest
+
+    def spy(ckpt, spec, env, program, *, set_aside):
+        out = real(ckpt, spec, env, program, set_aside=set_aside)
+        calls.append((spec.protocol.n_timesteps, set_aside, out.agent.total_env_steps))
+        return out
+
+    monkeypatch.setattr(restore, "restore_latest", spy)
+    read = restore.restore_run(tmp_path / "run", make_env=make_fake_env)
+    assert read.spec.protocol.n_timesteps == 60 and read.program.agent is read.agent
+    assert read.agent.total_env_steps == 40 and read.state.buffer.shape == (2, 40)
+    assert evaluate_run(tmp_path / "run", make_env=make_fake_env)["timestep"] == 40
+    resumed = launch(tmp_path / "run", protocol={"n_timesteps": 60}, resume="force")
+    assert resumed.resumed_from == 4 and resumed.state.buffer.shape == (2, 60)
+    assert calls == [(60, False, 40), (60, False, 40), (60, True, 40)]
+
+
 def test_terminations_are_refused_and_keep_checkpoints(tmp_path):
     with pytest.raises(ConfigError, match="terminated"):
         launch(tmp_path / "run", agent={"terminate_at": 35})

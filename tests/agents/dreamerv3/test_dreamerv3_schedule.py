@@ -322,3 +322,14 @@ def test_a_ratio_the_int32_closed_form_cannot_hold_is_refused(ratio):
     negative count before the guard); ``1000/3`` is a float with 52 binary digits."""
     with pytest.raises(ValueError, match="train_ratio"):
         Schedule(16, 16, 64, ratio)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 16])
+def test_the_configs_first_update_rule_is_the_gate(n):
+    """``DreamerV3Config.min_rows_per_env`` (the launcher's "never updates" and replay
+    capacity rules) is the rows per env at the end of the gate's tick."""
+    from agents.dreamerv3.config import DreamerV3Config
+
+    for batch, length in [(1, 1), (2, 4), (5, 3), (16, 64), (33, 2)]:
+        cfg = DreamerV3Config(n_envs=n, batch_size=batch, batch_length=length)
+        assert cfg.min_rows_per_env == Schedule(n, batch, length, 4.0).gate[0] + 1
