@@ -140,9 +140,11 @@ def _from_table(spec: RunSpec, p: Protocol, rounds: float) -> CpuEstimate:
 
 
 def fitting_steps(spec: RunSpec, seconds: float, cores: int | None = None) -> int | None:
-    """The most agent steps, a multiple of ``protocol.log_frequency`` below the protocol's,
-    that the estimate puts within ``seconds``; None when not even one chunk fits."""
-    chunk = spec.protocol.log_frequency
+    """The most agent steps, a multiple of ``protocol.log_frequency`` and of the agent's
+    ``n_envs`` (a run's steps must be whole ticks) below the protocol's, that the estimate
+    puts within ``seconds``; None when not even one chunk fits."""
+    n_envs = int(dict(spec.config.get("agent", {})).get("n_envs", 1) or 1)
+    chunk = math.lcm(spec.protocol.log_frequency, n_envs)
     lo, hi = 0, spec.protocol.n_timesteps // chunk  # in chunks; hi does not fit
     while hi - lo > 1:
         mid = (lo + hi) // 2

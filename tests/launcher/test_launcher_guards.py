@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -421,3 +422,20 @@ def test_the_refusal_never_suggests_the_protocol_in_use():
     paper = compose_spec(["agent=dreamerv3", "env=acrobot"])
     with pytest.raises(ConfigError, match=f"run {guards.CPU_SIZED} for a CPU-sized job"):
         guards.check_cpu_budget(paper, backend="cpu")
+
+
+def test_the_suggested_length_is_whole_ticks_of_the_agents_envs():
+    """3 envs and chunks of 1,000 steps: the offered n_timesteps is a multiple of 3,000, so
+    the launcher accepts it (a run's steps must be whole ticks of all envs)."""
+    spec = compose_spec(
+        ["agent=dreamerv3", "env=acrobot", "protocol=quick", "agent.n_envs=3"]
+        + ["protocol.n_timesteps=999000"]
+    )
+    with pytest.raises(ConfigError) as err:
+        guards.check_cpu_budget(spec, backend="cpu")
+    fits = int(re.search(r"protocol\.n_timesteps=(\d+)", str(err.value)).group(1))
+    assert fits % math.lcm(spec.protocol.log_frequency, 3) == 0
+    compose_spec(
+        ["agent=dreamerv3", "env=acrobot", "protocol=quick", "agent.n_envs=3"]
+        + [f"protocol.n_timesteps={fits}"]
+    )  # accepted by the config's rules
