@@ -7,8 +7,8 @@ budget). The table holds, per env id, the per-seed curves (x in env frames) copi
 the reference's files, which are not committed (their sha256 is recorded). Rebuilt /
 checked (check: exit 1 when the committed table differs; 2 for bad input) with::
 
-    python -m launcher.paper_curves build --agent NAME --src ../shared/reference_results
-    python -m launcher.paper_curves check --agent NAME --src ../shared/reference_results
+    python -m launcher.paper_curves build --agent NAME --src reference_results
+    python -m launcher.paper_curves check --agent NAME --src reference_results
 
 Readers of the source formats (:data:`READERS`): ``scores_json_gz`` (a gzip'd JSON list
 of ``{task, method, seed, xs, ys}``) and ``csv_per_task`` (``<task>.csv`` with columns
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("command", choices=["build", "check"])
     parser.add_argument("--agent", required=True, help="an agent name (conf/agent/<name>.yaml)")
-    parser.add_argument("--src", type=Path, required=True, help="shared/reference_results")
+    parser.add_argument("--src", type=Path, required=True, help="the sources (reference_results)")
     parser.add_argument("--out", type=Path, default=None, help="default: the committed table")
     args = parser.parse_args(argv)
     from launcher.compose import compose

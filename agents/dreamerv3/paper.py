@@ -1,7 +1,7 @@
 """DreamerV3's published DMC-proprio curves (danijar/dreamerv3 2411f7d
 ``scores/dmc_proprio-dreamerv3.json.gz``): the task map and the table derived from them
 (``paper_curves.json`` here; rebuilt by ``python -m launcher.paper_curves build --agent
-dreamerv3 --src ../shared/reference_results``).
+dreamerv3 --src reference_results``).
 
 The file holds, per task and seed (0-4), the mean score of the training episodes (the
 stochastic policy) that ended in each 10K-frame bin, 10K..490K env frames (action repeat

@@ -16,8 +16,8 @@ from launcher.cli import check_overrides
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "dreamerv3_paper_dmc.yaml"
 
 # The 18 tasks of the reference's DreamerV3 DMC-proprio curves: the `task` values of
-# shared/reference_results/dreamerv3/dmc_proprio-dreamerv3.json.gz (danijar/dreamerv3
-# @ 2411f7d, scores/; 5 seeds each). CI has no shared/, hence the copy.
+# reference_results/dreamerv3/dmc_proprio-dreamerv3.json.gz (danijar/dreamerv3 @ 2411f7d,
+# scores/; 5 seeds each).
 REFERENCE_TASKS = (
     "dmc_acrobot_swingup",
     "dmc_ball_in_cup_catch",

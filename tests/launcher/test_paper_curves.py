@@ -1,9 +1,9 @@
 """The agents' committed paper tables (``agents/<agent>/paper_curves.json``, declared by
 their entries' ``PaperReference``) and their loader and rebuild (launcher.paper_curves).
 
-Spot values are the published ones (shared/reference_results/*/README.md); the regeneration
-test needs the reference files themselves, which a CI clone may lack (it is skipped then,
-saying so). Pure numpy: nothing is compiled.
+Spot values are the published ones; the regeneration test rebuilds each table from the
+source files shipped in reference_results/ (README there: provenance, licences). Pure numpy:
+nothing is compiled.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agents.dreamerv3.entry import ENTRY as DREAMERV3
 from agents.tdmpc2.entry import ENTRY as TDMPC2
 from launcher import paper_curves as pc
 
-SRC = Path(__file__).resolve().parents[2].parent / "shared" / "reference_results"
+SRC = Path(__file__).resolve().parents[2] / "reference_results"  # shipped with the repo
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "dreamerv3_paper_dmc.yaml"
 ENTRIES = {"dreamerv3": DREAMERV3, "tdmpc2": TDMPC2}
 
