@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import types
+from pathlib import Path
 
 import dreamerv3_speed as dv3s  # noqa: E402  first: it re-executes with tcmalloc, one thread
 import jax
 import numpy as np
+import yaml
 from _tdmpc2_ours import ACT, EP_LEN, OBS, bench_plan, bench_update
 from _timing import timed
 
@@ -20,43 +22,19 @@ from agents.tdmpc2 import cost as td_cost
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.world_model import WorldModel
 
-TD_SMOKE = dict(
-    enc_dim=16,
-    mlp_dim=32,
-    latent_dim=16,
-    num_q=2,
-    batch_size=8,
-    iterations=2,
-    num_samples=16,
-    num_elites=4,
-    num_pi_trajs=2,
-)
-TD_QUICK = dict(
-    enc_dim=64,
-    mlp_dim=128,
-    latent_dim=64,
-    batch_size=64,
-    num_samples=128,
-    iterations=4,
-    num_elites=16,
-    num_pi_trajs=8,
-)
-DV3_SMOKE = dict(
-    units=16,
-    deter=32,
-    hidden=16,
-    classes=4,
-    stoch=4,
-    blocks=4,
-    enc_layers=1,
-    dec_layers=1,
-    actor_layers=1,
-    critic_layers=1,
-    bins=15,
-    imag_horizon=5,
-    batch_size=2,
-    batch_length=4,
-)
+CONF = Path(__file__).resolve().parents[1] / "conf" / "agent_protocol"
+
+
+def preset(name: str, *schedule_keys: str) -> dict:
+    """The widths of ``conf/agent_protocol/<name>.yaml`` (the launcher's own preset), without
+    the schedule keys a timed call does not use."""
+    agent = yaml.safe_load((CONF / f"{name}.yaml").read_text())["agent"]
+    return {k: v for k, v in agent.items() if k not in schedule_keys}
+
+
+TD_SMOKE = preset("tdmpc2_smoke", "seed_steps")
+TD_QUICK = preset("tdmpc2_quick", "seed_steps")
+DV3_SMOKE = preset("dreamerv3_smoke", "train_ratio", "n_envs")
 TD_CONFIGS = {"smoke": (1, TD_SMOKE), "quick": (1, TD_QUICK), "size 1": (1, {})}
 DV3_CONFIGS = {
     "smoke": dict(model_size="1m", **DV3_SMOKE),
