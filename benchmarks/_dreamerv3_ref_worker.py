@@ -1,7 +1,8 @@
 """Reference-side worker for ``benchmarks/dreamerv3_speed.py`` (not run by hand normally).
 
 Runs in the throwaway reference venv (python 3.11, jax/jaxlib 0.4.26 CPU, tfp 0.24.0, ...:
-``shared/reference_notes/dreamerv3_notes.md`` §14), started by the benchmark as
+docs/PERFORMANCE.md, "Command, machine, versions" of the DreamerV3 section), started by the
+benchmark as
 
     taskset -c <core> /tmp/ref/venv/bin/python benchmarks/_dreamerv3_ref_worker.py \
         --ref /tmp/ref/r29 --size 1m|12m [--batch 16 --length 65 --envs 16 --obs 24 --act 6]
