@@ -5,7 +5,7 @@ An agent is a package plus one YAML file. ``conf/agent/<name>.yaml`` names the a
 imports that object and nothing else of the package, and talks to the agent only
 through the :class:`Agent` protocol below. Adding an agent never edits ``launcher/``.
 
-Data flow (ARCHITECTURE.md)::
+Data flow (docs/design.md §2)::
 
     conf/agent/<name>.yaml -> AgentEntry.config_cls (frozen dataclass, model-size preset)
     AgentEntry.make(config, env, total_env_steps) -> Agent (pure functions of one seed)
@@ -50,11 +50,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from agent_api.rules import Bound, bounded, check_bounds, check_lockstep_envs, field_bounds
+from agent_api.tables import AcceleratorCost, AgentTables, CpuCost, PaperReference
 
 __all__ = [
     "AcceleratorCost",
     "Agent",
     "AgentEntry",
+    "AgentTables",
     "Bound",
     "CpuCost",
     "EnvRequirements",
@@ -84,7 +86,7 @@ class Agent(Protocol):
     def train(self, state: State, ticks: Any) -> tuple[State, Metrics]:
         """Run the absolute ticks ``ticks`` (int32 ``[C]``, consecutive from the state's
         own tick; unbatched under the seed vmap). Metrics hold at least ``timestep``
-        (agent env steps, design §2), ``env_frames``, ``Train/n_updates`` and
+        (agent env steps, docs/design.md §3), ``env_frames``, ``Train/n_updates`` and
         ``Train/episodic mean reward`` (NaN when no episode ended in the chunk). Other
         ``Train/`` metrics that average over the chunk's updates may be NaN for a seed
         whose chunk ran none (``Train/n_updates`` unchanged); anywhere else a NaN
@@ -113,7 +115,7 @@ class Agent(Protocol):
     def migrate(self, state: State, saved_env_steps: int) -> State:
         """One seed's ``state``, saved by this agent built for a run of
         ``saved_env_steps`` agent steps, carried into this agent's shapes (a resumed run
-        whose length changed: the replay is sized by the run's length, design §5.6).
+        whose length changed: the replay is sized by the run's length, docs/design.md §9.4).
         Pure (the launcher vmaps and jits it); raises ValueError when it cannot be done
         exactly."""
         ...
@@ -172,89 +174,6 @@ class EnvRequirements:
 
 
 @dataclasses.dataclass(frozen=True)
-class CpuCost:
-    """What one seed of a run costs on one CPU core, from the agent's own model of its
-    resolved config (``AgentEntry.cpu_cost``): the CPU budget's estimate
-    (``launcher.guards``) and a dry run's CPU figure. Seconds are CPU seconds of one core.
-
-    Attributes:
-      train_s: training the run's agent steps (its updates and its acting).
-      eval_s: one evaluation (its ``eval_episodes`` episodes).
-      compile_s: compiling the agent's programs at XLA's default optimisation, once per
-        launch (not per seed).
-      updates, update_s: the updates the training runs and the seconds of one.
-      acts, act_s: the acting calls of the training (a planner decision, a policy step of
-        every env) and the seconds of one.
-      source: where the model and its rates come from (quoted in messages).
-    """
-
-    train_s: float
-    eval_s: float
-    compile_s: float = 0.0
-    updates: int = 0
-    update_s: float = 0.0
-    acts: int = 0
-    act_s: float = 0.0
-    source: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class AcceleratorCost:
-    """What one agent step of one seed costs on an accelerator, and where the figure
-    comes from (a dry run's estimate, ``+dry_run=true``, quotes it).
-
-    Attributes:
-      seconds_per_step: wall seconds per agent step of one seed (updates and acting
-        included).
-      device: the accelerator (and software setup) the figure is for.
-      source: where the number comes from (a measurement, a reference's figure).
-      measured_here: measured with this project's code; False for another
-        implementation's figure.
-    """
-
-    seconds_per_step: float
-    device: str
-    source: str
-    measured_here: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class PaperReference:
-    """An agent's published curves: where the derived table is, how it is rebuilt from
-    the reference's files, and what it measures (``launcher.paper_curves``,
-    ``python -m launcher.report ... --compare paper``).
-
-    Attributes:
-      table: ``"package:file.json"``: the committed derived table (in the agent's package).
-      source: what the table derives from (repository, commit, path), for the reader.
-      reader: the source's format: ``"scores_json_gz"`` (a gzip'd JSON list of
-        ``{task, method, seed, xs, ys}``) or ``"csv_per_task"`` (a folder of
-        ``<task>.csv`` with columns ``step,reward,seed``).
-      files: the source's path under the reference folder (a file or a folder).
-      tasks: reference task name -> our env id (the tasks the registry has).
-      no_counterpart: the reference's tasks our registry lacks (listed, not read).
-      metric: ``"eval"`` (evaluation episodes) or ``"train"`` (training episodes): which
-        of the run's returns the curves are compared with.
-      budget_env_frames: the paper's budget in env frames; ``budgets``: env id -> budget
-        where a task's differs.
-      method: for ``scores_json_gz``, the records' ``method``.
-      action_repeat: the protocol's action repeat (env frames per agent step).
-    """
-
-    table: str
-    source: str
-    reader: str
-    files: str
-    tasks: Mapping[str, str]
-    metric: str
-    budget_env_frames: int
-    no_counterpart: tuple[str, ...] = ()
-    budgets: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    method: str | None = None
-    action_repeat: int = 2
-
-
-@dataclasses.dataclass(frozen=True)
 class AgentEntry:
     """How the launcher builds and checks one agent (exported by the agent's package).
 
@@ -269,21 +188,12 @@ class AgentEntry:
       requirements: the envs it can run (checked by the launcher from the env's facts).
       launcher_fields: config fields set by the launcher, never from ``agent.*``
         (``model_size``, ``eval_episodes``) plus internal flags.
-      cpu_seconds_per_step: model-size preset value -> measured CPU seconds per agent
-        step of one seed (updates and acting included; docs/PERFORMANCE.md), used to
-        estimate a launch's wall time on a machine without an accelerator, when the
-        agent has no ``cpu_cost``.
-      cpu_cost: ``(config, env facts, agent steps) -> CpuCost``: what one seed of a run
-        costs on a CPU under this config (updates per step, batch, model size, envs,
-        evaluation), the CPU budget's estimate; None: ``cpu_seconds_per_step`` is used.
-        Pure arithmetic (no JAX, nothing built).
-      accelerator_seconds_per_step: model-size preset value -> :class:`AcceleratorCost`
-        (a known figure only; a preset without one is left out and estimated as
-        unknown), used by a dry run's accelerator-hours estimate.
-      paper: the agent's published curves (:class:`PaperReference`); None: none.
       model_size_owner: the agent whose ``model_size`` presets this one takes (their
         ``agent:`` key); None = its own name (a variant such as ``tdmpc2_multitask``
         reuses ``tdmpc2``'s).
+      tables: what is known of the agent beside how to run it (:class:`AgentTables`: its
+        published curves, its CPU and accelerator cost figures), an optional part; None:
+        nothing (no paper to compare with, no CPU or accelerator estimate).
     """
 
     name: str
@@ -292,13 +202,8 @@ class AgentEntry:
     factory: str
     requirements: EnvRequirements = EnvRequirements()
     launcher_fields: tuple[str, ...] = ("model_size", "eval_episodes")
-    cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
-    cpu_cost: Callable[[Any, Any, int], CpuCost] | None = None
-    accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(
-        default_factory=dict
-    )
     model_size_owner: str | None = None
-    paper: PaperReference | None = None
+    tables: AgentTables | None = None
 
     def make(self, config: Any, env: Any, total_env_steps: int) -> Agent:
         """Build the agent (imports its module now)."""

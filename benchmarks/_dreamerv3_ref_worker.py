@@ -1,11 +1,11 @@
 """Reference-side worker for ``benchmarks/dreamerv3_speed.py`` (not run by hand normally).
 
 Runs in the throwaway reference venv (python 3.11, jax/jaxlib 0.4.26 CPU, tfp 0.24.0, ...:
-docs/PERFORMANCE.md, "Command, machine, versions" of the DreamerV3 section), started by the
+docs/PERFORMANCE.md, "Reference checkouts"), started by the
 benchmark as
 
-    taskset -c <core> /tmp/ref/venv/bin/python benchmarks/_dreamerv3_ref_worker.py \
-        --ref /tmp/ref/r29 --size 1m|12m [--batch 16 --length 65 --envs 16 --obs 24 --act 6]
+    taskset -c <core> REF_PYTHON benchmarks/_dreamerv3_ref_worker.py \
+        --ref REF_CHECKOUT --size 1m|12m [--batch 16 --length 65 --envs 16 --obs 24 --act 6]
 
 with ``XLA_FLAGS`` (one thread) in its environment. It builds the real reference agent
 (danijar/dreamerv3 at 29eb964, unmodified, imported from ``--ref`` at run time; nothing of it
@@ -20,8 +20,9 @@ Protocol: the real stdout carries one JSON object per line (everything the refer
 goes to stderr). First ``{"ready": ...}`` with the build facts, then one reply per command
 read from stdin: ``{"op": "train" | "policy", "n": k}`` -> ``timed()`` of k calls
 (``agent.train(batch, carry)`` with the carry chained and the device seed drawn in this
-thread, as notes §14; ``agent.policy(obs, carry, mode='train')`` for ``--envs`` envs);
-``{"op": "quit"}`` ends it. :class:`RefWorker` (stdlib only) is the benchmark's client.
+thread, not in ``jaxagent.py:227-232``'s prefetch thread; ``agent.policy(obs, carry, mode='train')``
+for ``--envs`` envs); ``{"op": "quit"}`` ends it. :class:`RefWorker` (stdlib only) is the
+benchmark's client.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def first(x):
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ref", default="/tmp/ref/r29")
+    p.add_argument("--ref", required=True, help="a checkout of danijar/dreamerv3 at 29eb964")
     p.add_argument("--size", default="1m")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--length", type=int, default=65, help="rows per window, context included")
@@ -176,7 +177,7 @@ def main() -> None:
 
     def train_once():
         batch = dict(batches[st["i"] % len(batches)])
-        batch["seed"] = agent._next_seeds(agent.train_sharded)  # main thread (notes §14)
+        batch["seed"] = agent._next_seeds(agent.train_sharded)  # main thread, not racy
         _, st["carry"], _ = agent.train(batch, st["carry"])
         jax.block_until_ready((agent.params, st["carry"]))
         st["i"] += 1

@@ -1,8 +1,10 @@
 """Reference-side timer for ``benchmarks/tdmpc2_speed.py`` (not run by hand normally).
 
-Runs in the throwaway reference venv (torch CPU), from the repo root:
+Runs in the throwaway reference venv (torch CPU; ``REF_PYTHON`` and ``REF_CHECKOUT``, the
+extract of nicklashansen/tdmpc2 at 5f6fade: docs/PERFORMANCE.md, "Reference checkouts"),
+from the repo root:
 
-    /work/refs/venv/bin/python benchmarks/_tdmpc2_ref_timer.py --ref /work/refs/tdmpc2_5f6fade \
+    REF_PYTHON benchmarks/_tdmpc2_ref_timer.py --ref REF_CHECKOUT \
         --size 5 --threads 1 [--repeats 5] [--warmup 2]
 
 Builds the real reference agent (nicklashansen/tdmpc2 at 5f6fade, unmodified, imported from
@@ -94,7 +96,7 @@ def time_multitask(args, spec: dict) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ref", default="/work/refs/tdmpc2_5f6fade")
+    p.add_argument("--ref", required=True, help="an extract of nicklashansen/tdmpc2 at 5f6fade")
     p.add_argument("--size", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)

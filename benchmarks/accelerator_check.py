@@ -30,10 +30,10 @@ Every compile time is ``trace + lower + compile``, wall, with the persistent com
 off. Timings are wall medians of ``--reps`` calls after one untimed call (process CPU time is
 recorded too; on an accelerator it is the host's, not the device's). Writes
 ``accelerator_check.json`` and ``accelerator_check.md`` to ``--out-dir`` (default
-``benchmarks/results/accelerator_<backend>_<yyyymmdd>/``) after every section, and prints the
+``results/accelerator_<backend>_<yyyymmdd>/``) after every section, and prints the
 published figures each quantity is compared against (``_accelerator_plan.PUBLISHED``, the
 figures docs/VALIDATION.md cites) or "no published figure". What it measures becomes the
-agents' ``AgentEntry.accelerator_seconds_per_step`` (the dry run's estimate) by hand.
+agents' ``AgentTables.accelerator_seconds_per_step`` (the dry run's estimate) by hand.
 
 ``--tiny``: the same code on CPU-sized inputs (the CI smoke configs of
 ``conf/agent_protocol/*_smoke.yaml``, gymnax pendulum instead of walker_walk, 2 envs,
@@ -161,8 +161,7 @@ def main() -> None:
     backend = jax.default_backend()
     date = time.strftime("%Y%m%d")
     out_dir = pathlib.Path(
-        args.out_dir
-        or ROOT / "benchmarks" / "results" / f"accelerator_{backend}{'_tiny' * args.tiny}_{date}"
+        args.out_dir or ROOT / "results" / f"accelerator_{backend}{'_tiny' * args.tiny}_{date}"
     )
     rep: dict = {
         "command": " ".join([sys.executable, *sys.argv]),

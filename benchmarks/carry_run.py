@@ -1,23 +1,28 @@
-"""Carry a long run's directory from one session's machine to the next through the repo.
+"""Carry a run's directory to another machine through the repo: the last resort, never the
+standing workflow.
 
-A CPU learning check (issue 10) can need more hours than one session has, and the machine
-it ran on may not be handed to the next session. The launcher resumes a run from its run
-dir; this script packs the part of a run dir that a resume needs into one compressed file
-that can be committed, and unpacks it into a fresh run dir on the next machine:
+The launcher resumes a run from its run dir (the same command again), so a long run should not
+need carrying at all. In order of preference:
 
-    .venv/bin/python benchmarks/carry_run.py pack /work/lc/dv3_pendulum \
-        benchmarks/results/carry/dv3_pendulum.tar.gz
-    .venv/bin/python benchmarks/carry_run.py unpack \
-        benchmarks/results/carry/dv3_pendulum.tar.gz /work/lc/dv3_pendulum
+1. Make the run fit one working session and resume it with the launcher on the same machine
+   (shorter chunks, the CPU-sized protocol, the speed work that cuts its cost).
+2. Carry the checkpoint as a W&B artifact: the ``logger`` options upload the newest checkpoint
+   at each save and resume a run from an artifact reference (docs/launcher.md).
+3. Only where neither is possible, this script: it packs the part of a run dir that a resume
+   needs into one compressed file, committed on its own, and the next commit removes it (the
+   tracked-size test, tests/test_repo_hygiene.py, fails while it is there: a checkpoint is tens
+   of MB). State the size it printed in the closing note of the work that carried it:
 
-then relaunch the run's own command with ``hydra.run.dir=/work/lc/dv3_pendulum``.
+       .venv/bin/python benchmarks/carry_run.py pack RUN_DIR results/carry/RUN.tar.gz
+       .venv/bin/python benchmarks/carry_run.py unpack results/carry/RUN.tar.gz RUN_DIR
+
+   then relaunch the run's own command with ``hydra.run.dir=RUN_DIR`` on the new machine.
 
 Packed: ``run.json``, ``launches.jsonl``, ``wandb_ids.json``, ``launcher.log``,
 ``metrics/`` and the newest checkpoint only (``checkpoints/<step>/``, the highest step).
 Left out: older checkpoints, ``corrupt_checkpoints/``, ``plots/`` (redrawn by the next
 chunk) and ``wandb/`` (offline W&B files; each seed's id in ``wandb_ids.json`` lets the
-next launch continue the same W&B run). A packed file is deleted from the repo once the run
-it carries has finished; it is a hand-over, not an archive.
+next launch continue the same W&B run). A packed file is a hand-over, not an archive.
 
 Written by hand (the standard library's tarfile) because the selection, newest checkpoint
 only, is specific to the launcher's layout (``launcher/rundir.py``).
@@ -90,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = pack(args.run_dir, args.out)
         size = args.out.stat().st_size / 2**20
         print(f"packed {', '.join(map(str, chosen))} -> {args.out} ({size:.1f} MiB)")
+        print("a last-resort carry: commit it alone, remove it in the next commit, state its size")
     else:
         unpack(args.archive, args.run_dir)
         print(f"unpacked {args.archive} -> {args.run_dir}")

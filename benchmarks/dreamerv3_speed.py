@@ -14,9 +14,11 @@ Ours: ``jax.jit(train_step, static_argnums=0, donate_argnums=1)`` (state chained
 policy_step, static_argnums=0)`` (carry chained) and ``jax.vmap`` of ``train_step`` over
 ``--seeds`` stacked states / batches / noises; compile = ``.trace().lower().compile()``, timed,
 persistent cache off. Reference: its constructor (compiles train and report) is timed, then
-``agent.train`` / ``agent.policy`` on request. ``--reps`` interleaved rounds of [ours train k,
-ref train k, ours vmapped k, ours policy k', ref policy k'] after one untimed call each;
-medians over all rounds of wall and process CPU time per call.
+``agent.train`` / ``agent.policy`` on request (``--ref`` / ``--ref-python``, or
+``$WMRL_DREAMERV3_REF`` / ``$WMRL_DREAMERV3_REF_PYTHON``: the recipe is docs/PERFORMANCE.md,
+"Reference checkouts"; ``--skip-reference`` times ours alone). ``--reps`` interleaved
+rounds of [ours train k, ref train k, ours vmapped k, ours policy k', ref policy k'] after one
+untimed call each; medians over all rounds of wall and process CPU time per call.
 
 FLOPs: XLA's ``cost_analysis()`` counts a ``while`` (scan) body once, so the 64-step posterior
 and 15-step imagination scans are under-counted; the table uses the dot FLOPs of the jaxpr with
@@ -36,7 +38,10 @@ import os
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
+
+import _refs  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 
 from launcher.malloc import reexec_with_fast_malloc  # noqa: E402
 
@@ -337,9 +342,12 @@ def main() -> None:
     p.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)))
     p.add_argument("--skip-reference", action="store_true")
     p.add_argument("--profile", action="store_true", help="per-HLO-op profile of our train")
-    p.add_argument("--ref", default="/tmp/ref/r29")
-    p.add_argument("--ref-python", default="/tmp/ref/venv/bin/python")
-    p.add_argument("--ref-log", default="/tmp/dv3_ref_worker_{size}.log")
+    _refs.add_arguments(p, _refs.DREAMERV3)
+    p.add_argument(
+        "--ref-log",
+        default=str(pathlib.Path(tempfile.gettempdir()) / "dv3_ref_worker_{size}.log"),
+        help="the reference worker's stderr ({size}: the preset)",
+    )
     p.add_argument(
         "--ref-malloc",
         choices=["same", "default"],
@@ -349,6 +357,8 @@ def main() -> None:
     )
     p.add_argument("--out", default=None, help="write all results as JSON")
     args = p.parse_args()
+    if not args.skip_reference:
+        _refs.require(_refs.DREAMERV3, args.ref, args.ref_python, "--skip-reference")
 
     pin([args.core])
     jax.config.update("jax_enable_compilation_cache", False)

@@ -14,7 +14,8 @@ lets the checks share cores (``taskset -c 0 ... --seeds 0 --json pend0.json``).
 DreamerV3 (issue 10) runs through the launcher (chunked, checkpointed, resumable: at the
 reference's train ratio each check takes about 3 h of a 2-core machine with the two seeds
 sharded over its cores, ``XLA_FLAGS=--xla_force_host_platform_device_count=2``; the full
-commands are in docs/PERFORMANCE.md) and is judged from its run dir:
+commands are in docs/PERFORMANCE.md) and is judged from its run dir by
+:mod:`analysis.learning_check` (the judge and the table; this script prints them):
 
     python -m launcher agent=dreamerv3 protocol=learning_check env=cartpole +allow_long_cpu_run=true
     python -m launcher agent=dreamerv3 protocol=learning_check env=pendulum \
@@ -23,12 +24,8 @@ commands are in docs/PERFORMANCE.md) and is judged from its run dir:
     .venv/bin/python benchmarks/learning_checks.py --table runs/dreamerv3-cartpole-...
 
 ``--table`` prints the run's per-evaluation rows as a Markdown table (eval and training
-returns, the actor's entropy, chunk walls), the form docs/PERFORMANCE.md reports them in.
-
-* ``cartpole`` (CartPole-v1): the mean eval return over [12k, 24k] rows, averaged over the
-  seeds, >= 250 (the real reference: 312.7, its 5 seeds in [270, 347]; random: about 22).
-* ``pendulum`` (Pendulum-v1): the last eval return at or before 20,000 rows > -400 for
-  every seed.
+returns, the actor's entropy, chunk walls), the form docs/PERFORMANCE.md reports them in;
+the checks' bars are in :mod:`analysis.learning_check`.
 
 Seed ``s`` starts from ``jax.random.key(s)``; the listed seeds are vmapped. Training runs
 in chunks of whole episodes (``--chunk`` agent steps), printing the train return after
@@ -50,6 +47,7 @@ import numpy as np
 import envs
 from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
+from analysis.learning_check import DREAMERV3_CHECKS, dreamerv3_table, judge_dreamerv3
 
 CHECKS = {
     "pendulum": dict(env_id="pendulum", action_repeat=1, steps=6_000, threshold=-400.0),
@@ -107,103 +105,6 @@ def run_check(name: str, seeds: list[int], chunk_steps: int, eval_every: int) ->
         "cpu_s": time.process_time(),
         "history": history,
     }
-
-
-DREAMERV3_CHECKS = {
-    "cartpole": dict(window=(12_000, 24_000), threshold=250.0, every_seed=False),
-    "pendulum": dict(window=(20_000, 20_000), threshold=-400.0, every_seed=True),
-}
-
-
-def _seed_rows(run_dir: str) -> dict[int, tuple[dict[int, dict], dict[int, dict]]]:
-    """``{seed: (train rows by chunk, eval rows by chunk)}`` from ``metrics/seed_<s>.jsonl``
-    (the launcher's reader: a cut last line is skipped)."""
-    import pathlib
-
-    from launcher.rundir import read_metrics
-
-    out = {}
-    for path in pathlib.Path(run_dir, "metrics").glob("seed_*.jsonl"):
-        train, evals = {}, {}
-        for row in read_metrics(path):
-            {"train": train, "eval": evals}.get(row["kind"], {})[row["chunk"]] = row
-        out[int(path.stem.split("_")[1])] = (train, evals)
-    return dict(sorted(out.items()))
-
-
-def judge_dreamerv3(name: str, run_dir: str) -> dict:
-    """A DreamerV3 check's statistic from a launcher run dir's per-seed eval rows:
-    ``cartpole`` the window mean averaged over seeds, ``pendulum`` every seed's last eval
-    at or before the window's end."""
-    spec = DREAMERV3_CHECKS[name]
-    lo, hi = spec["window"]
-    per_seed = {}
-    for seed, (_, eval_rows) in _seed_rows(run_dir).items():
-        evals = [
-            (r["timestep"], r["Eval/episodic mean reward"]) for _, r in sorted(eval_rows.items())
-        ]
-        if spec["every_seed"]:
-            kept = [v for t, v in evals if t <= hi]
-            per_seed[f"seed_{seed}"] = kept[-1] if kept else float("nan")
-        else:
-            kept = [v for t, v in evals if lo <= t <= hi]
-            per_seed[f"seed_{seed}"] = float(np.mean(kept)) if kept else float("nan")
-        per_seed[f"seed_{seed}_curve"] = evals
-    stats = [v for k, v in per_seed.items() if not k.endswith("_curve")]
-    reached = [
-        max((t for t, _ in c), default=0) for k, c in per_seed.items() if k.endswith("_curve")
-    ]
-    complete = bool(reached) and min(reached) >= hi
-    if not complete:  # the window is not evaluated yet: no verdict (resume the run)
-        passed = None
-    elif spec["every_seed"]:
-        passed = all(v > spec["threshold"] for v in stats)
-    else:
-        passed = bool(np.mean(stats) >= spec["threshold"])
-    return {
-        "check": name,
-        "per_seed": per_seed,
-        "threshold": spec["threshold"],
-        "evaluated_up_to": min(reached, default=0),
-        "complete": complete,
-        "passed": passed,
-    }
-
-
-def dreamerv3_table(run_dir: str) -> str:
-    """A Markdown table of a DreamerV3 launcher run, one column per evaluation: rows, updates
-    per seed, each seed's eval return, training-episode return (blank where no training
-    episode ended in the chunk) and actor entropy, and the chunk's wall time (seed 0's row:
-    the seeds share one chunk)."""
-    seeds = _seed_rows(run_dir)
-    if not seeds:
-        raise SystemExit(f"no metrics/seed_*.jsonl under {run_dir}: pass a launcher run dir")
-    first_train, first_evals = next(iter(seeds.values()))
-    chunks = sorted(first_evals)
-
-    def line(label: str, cells: list[str]) -> str:
-        return f"| {label} | " + " | ".join(cells) + " |"
-
-    def num(value: float | None, fmt: str) -> str:
-        return "" if value is None or value != value else format(value, fmt)
-
-    lines = [
-        line("rows", [f"{first_evals[c]['timestep']:,}" for c in chunks]),
-        "|---" * (len(chunks) + 1) + "|",
-        line("updates per seed", [f"{first_train[c]['Train/n_updates']:,}" for c in chunks]),
-    ]
-    for key, label, fmt in (
-        ("Eval/episodic mean reward", "eval", ".1f"),
-        ("Train/episodic mean reward", "training episodes", ".1f"),
-        ("Train/ent/action/mean", "actor entropy", ".3f"),
-    ):
-        for seed, (train, evals) in seeds.items():
-            rows = evals if key.startswith("Eval/") else train
-            cells = [num(rows.get(c, {}).get(key), fmt) for c in chunks]
-            lines.append(line(f"seed {seed}: {label}", cells))
-    walls = [num(first_train.get(c, {}).get("time/chunk_seconds"), ",.0f") for c in chunks]
-    lines.append(line("chunk wall (s)", walls))
-    return "\n".join(lines)
 
 
 def main() -> None:

@@ -346,11 +346,11 @@ def main(argv: list[str] | None = None) -> int:
         "--task", action="append", help="only this member (sources, export, one_task)"
     )
     parser.add_argument("--root", type=Path, help="run dirs (default runs/mt_val_<plan>)")
-    parser.add_argument("--data", type=Path, help="datasets (default benchmarks/data/<task set>)")
+    parser.add_argument("--data", type=Path, help="datasets (default results/data/<task set>)")
     args = parser.parse_args(argv)
     plan = PLANS[args.plan]
     root = args.root or Path(f"runs/mt_val_{args.plan}")
-    data = args.data or Path("benchmarks/data") / plan.task_set
+    data = args.data or Path("results/data") / plan.task_set
     for stage in STAGES if args.stage == "all" else [args.stage]:
         if rc := run_stage(stage, plan, root, data, args.task):
             return rc

@@ -8,12 +8,12 @@ synthetic dataset with the ``mt3_cpu`` task set's dims (60 episodes per task), c
 ``--ticks`` updates; prints wall / CPU medians per update and the bytes (dataset, train
 state per seed). The numbers back ``cpu_seconds_per_step`` of the multi-task entry.
 
-``--ref`` / ``--ref-python`` (a nicklashansen/tdmpc2 checkout at 5f6fade and a torch venv,
-docs/PERFORMANCE.md): also the reference's multi-task ``update()`` at the same task dims,
-size, batch and task_dim, one thread, in a subprocess (``_tdmpc2_ref_timer.py
---multitask``), after ours. Ours is through the seed program (dataset sampling included);
-the reference's buffer hands over fresh random tensors, so its figure has no sampling in it.
-Run under ``taskset -c 0``: the subprocess inherits the pinning.
+``--ref`` / ``--ref-python`` (a nicklashansen/tdmpc2 extract at 5f6fade and a torch venv,
+docs/PERFORMANCE.md "Reference checkouts"): also the reference's multi-task ``update()`` at
+the same task dims, size, batch and task_dim, one thread, in a subprocess
+(``_tdmpc2_ref_timer.py --multitask``), after ours. Ours is through the seed program (dataset
+sampling included); the reference's buffer hands over fresh random tensors, so its figure has
+no sampling in it. Run under ``taskset -c 0``: the subprocess inherits the pinning.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 
+import _refs  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 from _timing import timed  # noqa: E402
 
 
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ref", default="", help="reference checkout (5f6fade); '' = ours only")
     parser.add_argument("--ref-python", default="", help="the reference venv's python")
     args = parser.parse_args(argv)
+    if args.ref or args.ref_python:
+        _refs.require(_refs.TDMPC2, args.ref, args.ref_python, "leaving out --ref")
 
     import jax
     import jax.numpy as jnp

@@ -14,8 +14,10 @@ Walker dims (obs 24, action 6, T = 1000 so gamma 0.995), batch 256, horizon 3, 5
    (lower + compile) is reported separately; each op gets 1 untimed call, then the median
    of ``--repeats`` (vmap: ``--vmap-repeats``) timed calls, wall and process CPU time.
 2. the reference: ``benchmarks/_tdmpc2_ref_timer.py`` in a subprocess with the reference venv
-   (``--ref-python``), timing the real ``agent.update(buffer)`` and ``agent.act(obs,
-   t0=False)`` with ``torch.set_num_threads(--threads)``.
+   (``--ref`` / ``--ref-python``, or ``$WMRL_TDMPC2_REF`` / ``$WMRL_TDMPC2_REF_PYTHON``: the
+   recipe is docs/PERFORMANCE.md, "Reference checkouts"; ``--no-ref`` skips it), timing the
+   real ``agent.update(buffer)`` and ``agent.act(obs, t0=False)`` with
+   ``torch.set_num_threads(--threads)``.
 
 Threads: ``--threads N`` pins every thread of this process, hence XLA's thread pool (created
 later) and the reference subprocess (which inherits the affinity), to the first N allowed
@@ -31,8 +33,8 @@ the table uses), achieved GFLOP/s and % of the matmul peak; seed scaling of the 
 ``seed_steps`` = 4, chunks of T + 1 ticks = 4 plan decisions + 4 updates per seed, timed past
 the seed phase); ``--profile``: a per-HLO-op time breakdown of update and plan (perfetto trace
 of ``jax.profiler``, ops mapped to matmul / PRNG / transcendental / other through the compiled
-HLO); ``--variants``: local variants that quantify the suggestions in
-``docs/PERFORMANCE.md`` (the textbook Mish that ``agents/common/blocks.py`` replaced; no
+HLO); ``--variants``: the local variants that sized docs/PERFORMANCE.md's TD-MPC2 "What
+changed" items (the textbook Mish that ``agents/common/blocks.py`` replaced; no
 dropout, which bounds what the dropout masks cost; ``lax.map`` over the planner's envs, the
 CPU path of ``TDMPC2.policy_fn``, against the ``vmap`` row of the table).
 
@@ -49,6 +51,7 @@ import subprocess
 import sys
 import time
 
+import _refs  # noqa: E402  (benchmarks/ is sys.path[0])
 import jax
 import jax.numpy as jnp
 from _hlo_profile import profile_breakdown  # noqa: E402  (benchmarks/ is sys.path[0])
@@ -223,10 +226,11 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="per-HLO-op breakdown")
     p.add_argument("--variants", action="store_true", help="time the suggested variants")
     p.add_argument("--variant-size", type=int, default=5)
-    p.add_argument("--ref", default="/work/refs/tdmpc2_5f6fade")
-    p.add_argument("--ref-python", default="/work/refs/venv/bin/python")
+    _refs.add_arguments(p, _refs.TDMPC2)
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if not args.no_ref:  # before anything is timed: the reference comes last in each size
+        _refs.require(_refs.TDMPC2, args.ref, args.ref_python, "--no-ref")
 
     t_start = time.perf_counter()
     cpus = pin_threads(args.threads)

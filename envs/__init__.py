@@ -8,7 +8,7 @@
 Bad arguments raise the typed errors of :mod:`envs.errors` (ValueErrors with a
 ``field``). See :mod:`envs.core` for the interface, :mod:`envs.registry` for the ids,
 :mod:`envs.facts` for the static facts, :mod:`envs.autoreset` for the fresh auto-reset
-(design §5.2) and :mod:`envs.bounds` for the action mapping (design §5.1).
+(docs/design.md §5.2) and :mod:`envs.bounds` for the action mapping (docs/design.md §5.1).
 """
 
 from envs.autoreset import AutoResetEnv, autoreset, get_final_obs

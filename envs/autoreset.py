@@ -1,4 +1,4 @@
-"""Fresh auto-reset wrapper (design §5.2, deviation E20).
+"""Fresh auto-reset wrapper (docs/design.md §5.2, deviation E20).
 
 ``autoreset(env)`` returns an :class:`AutoResetEnv` whose ``step`` steps ``env`` and,
 when that step ends the episode (``done``: termination or time limit), resets it in the
@@ -65,7 +65,7 @@ class AutoResetEnv(Env):
 
 @functools.cache
 def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
-    """Wrap ``env`` so that ``step`` resets it when an episode ends (design §5.2, E20).
+    """Wrap ``env`` so that ``step`` resets it when an episode ends (docs/design.md §5.2, E20).
 
     Cached: wrapping the same env twice returns the same object, so jitted functions
     that take it as a static argument are not retraced.

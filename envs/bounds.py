@@ -1,4 +1,4 @@
-"""Agent units <-> environment units for actions (design §5.1).
+"""Agent units <-> environment units for actions (docs/design.md §5.1).
 
 Continuous actions: the agent acts in [-1, 1]^A. A finite Box [low, high] is reached by
 
@@ -43,7 +43,7 @@ def centre_and_half_range(spec: EnvSpec) -> tuple[jax.Array, jax.Array]:
 
 
 def to_env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
-    """Map an agent action to the backend's units (design §5.1).
+    """Map an agent action to the backend's units (docs/design.md §5.1).
 
     Args:
       spec: the env's spec.
@@ -62,7 +62,7 @@ def to_env_action(spec: EnvSpec, action: jax.Array) -> jax.Array:
 
 
 def to_agent_action(spec: EnvSpec, env_action: jax.Array) -> jax.Array:
-    """Inverse of :func:`to_env_action`: an env-unit action in agent units (design §5.1).
+    """Inverse of :func:`to_env_action`: an env-unit action in agent units (docs/design.md §5.1).
 
     Args:
       spec: the env's spec.

@@ -1,4 +1,4 @@
-"""brax 0.14.2 envs adapted to :class:`envs.core.Env` (design §5.1).
+"""brax 0.14.2 envs adapted to :class:`envs.core.Env` (docs/design.md §5.1).
 
 * Physics pipeline: :data:`DEFAULT_PIPELINE` (see its comment for the measurement that
   chose it; deviation E27). ``brax.envs.get_environment`` itself takes < 1 s with any

@@ -8,7 +8,7 @@ functions over one (unbatched) environment:
 
 ``action`` is always in *agent units*: a float vector of size ``spec.action_size``.
 Continuous actions lie in [-1, 1] and are mapped to the backend's finite Box bounds
-by :func:`envs.bounds.to_env_action` (design §5.1); discrete actions are one-hot
+by :func:`envs.bounds.to_env_action` (docs/design.md §5.1); discrete actions are one-hot
 vectors (argmax taken). ``step`` applies ``spec.action_repeat`` backend steps and
 enforces the time limit ``spec.episode_length`` (in agent steps). It never resets:
 resets are the row collector's job (static mode) or the :mod:`envs.autoreset`
@@ -43,7 +43,7 @@ class EnvSpec:
       action_size: continuous action dim, or number of discrete actions.
       discrete: whether actions are one-hot over ``action_size`` choices.
       action_low, action_high: the backend's Box bounds (continuous only), per dim.
-      episode_length: T, the time limit in *agent* steps (design §2).
+      episode_length: T, the time limit in *agent* steps (docs/design.md §3).
       action_repeat: backend steps per agent step.
       can_terminate: whether an episode may end before T (true termination).
     """
@@ -164,7 +164,7 @@ def check_episode_length(episode_length: object, env_id: str | None = None) -> N
 def agent_episode_length(
     backend_episode_length: int, action_repeat: int, env_id: str | None = None
 ) -> int:
-    """T in agent steps from the backend's time limit in backend steps (design §2).
+    """T in agent steps from the backend's time limit in backend steps (docs/design.md §3).
 
     Args:
       backend_episode_length: the time limit in backend steps (an int >= 1).

@@ -1,4 +1,4 @@
-"""gymnax 1.0.1 classic-control envs adapted to :class:`envs.core.Env` (design §5.1).
+"""gymnax 1.0.1 classic-control envs adapted to :class:`envs.core.Env` (docs/design.md §5.1).
 
 We call the env's raw ``step_env`` / ``reset_env`` (never gymnax's auto-resetting
 ``step``), so a step never resets, the time limit is ours (``spec.episode_length``, in
@@ -7,7 +7,7 @@ agent steps; gymnax's own ``max_steps_in_episode`` is set to the same value) and
 from ``EnvState.key`` by :func:`envs.wrappers.build_env`.
 
 ``action_repeat > 1`` raises :class:`envs.errors.ActionRepeatError`: no paper uses it on
-these tasks (design §5.1).
+these tasks (docs/design.md §5.1).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ GYMNAX_FACTS: dict[str, StaticFacts] = {
     "mountain_car": StaticFacts(2, 3, True, True, 200),
 }
 
-# The only action repeats gymnax envs take (design §5.1: no paper uses a repeat on them).
+# The only action repeats gymnax envs take (docs/design.md §5.1: no paper uses a repeat on them).
 GYMNAX_ACTION_REPEATS = (1,)
 
 

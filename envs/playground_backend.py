@@ -1,4 +1,4 @@
-"""MuJoCo Playground 0.2.0 DM Control suite adapted to :class:`envs.core.Env` (design §5.1).
+"""MuJoCo Playground 0.2.0 DM Control suite adapted to :class:`envs.core.Env` (docs/design.md §5.1).
 
 * Built with ``config_overrides={'impl': 'jax'}`` (MJX's JAX implementation). The
   default ``impl='warp'`` runs at about 3 steps/s on CPU.

@@ -1,4 +1,4 @@
-"""Probe envs with known answers (design §8; backend ``"probe"``).
+"""Probe envs with known answers (docs/design.md §5.4; backend ``"probe"``).
 
 Fixed-length and non-terminating: every episode ends by the time limit only
 (``done`` at ``t == T``, ``terminated`` never), so a correct agent bootstraps at the end

@@ -1,4 +1,4 @@
-"""Env ids -> (backend, builder), and :func:`make` (design §5.1).
+"""Env ids -> (backend, builder), and :func:`make` (docs/design.md §5.1).
 
 Ids are snake_case, the way users type DMC / TD-MPC2 tasks (``walker_walk``,
 ``cup_catch``); gymnax classic control and brax envs keep their usual short names
@@ -44,7 +44,7 @@ _BACKEND_MODULES = {
     "brax": "envs.brax_backend",
     "playground": "envs.playground_backend",
     "probe": "envs.probes",
-    "task_set": "envs.task_sets",
+    "task_set": "envs.task_set_env",
 }
 
 # backend -> the action repeats it supports (absent: every int >= 1)
@@ -170,7 +170,7 @@ def check_args(
 
 
 def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
-    """Build env ``env_id`` (design §5.1).
+    """Build env ``env_id`` (docs/design.md §5.1).
 
     Args:
       env_id: a registered id (:func:`list_envs`).

@@ -1,4 +1,4 @@
-"""The row collector: one obs-aligned row per env per tick (design §5.2).
+"""The row collector: one obs-aligned row per env per tick (docs/design.md §5.2).
 
 Each tick emits, for every env, the row of the observation it is acting on:
 
@@ -20,14 +20,14 @@ Two reset modes (chosen by the agent, static in the collector):
 * ``static``: fixed-length lockstep episodes. The hold tick is ``i mod (T+1) == T``
   for every env, on the absolute unbatched tick ``i``; on it all envs are reset with
   fresh keys inside a ``lax.cond`` that stays a real branch under the seed vmap
-  (design §1). ``is_last`` comes from the schedule; a ``done`` from the env on any
+  (docs/design.md §2.4). ``is_last`` comes from the schedule; a ``done`` from the env on any
   other step is counted in ``n_offschedule_dones`` (an error for the agent to raise).
 * ``dynamic``: data-dependent episode ends. The env is wrapped in the fresh
   auto-reset of :mod:`envs.autoreset` (deviation E20); an env that ends its episode
   emits its final observation as ``is_last`` next tick, is held on that tick via
   ``jnp.where`` on its state, and emits the auto-reset observation the tick after.
 
-Counters (design §2): ``env_steps`` counts agent env steps (held envs do not step),
+Counters (docs/design.md §3): ``env_steps`` counts agent env steps (held envs do not step),
 ``rows`` counts rows (n_envs per tick).
 
 The policy is batched over envs: ``policy_fn(carry, obs[n, O], is_first[n], key) ->

@@ -1,6 +1,6 @@
-"""Task sets: named lists of registered envs, the "env" of a multi-task agent (design §7).
+"""Task sets: named lists of registered envs, the "env" of a multi-task agent (docs/design.md §5.3).
 
-    ts = envs.make("mt3_cpu")              # a TaskSetEnv: spec + members, no reset / step
+    ts = envs.make("mt3_cpu")              # a TaskSetEnv (envs.task_set_env): no reset / step
     ts.members                             # (("pendulum", 1), ("cartpole_balance", 2), ...)
     ts.member_env(1)                       # envs.make("cartpole_balance", action_repeat=2)
 
@@ -22,14 +22,17 @@ T. Each member keeps its own action repeat and time limit, so the set itself tak
   ``tdmpc2/common/__init__.py`` TASK_SET["mt30"][:19]) on Playground at repeat 2; mt30's
   other 11 are custom dm_control tasks that Playground does not have.
 * ``probe_tasks``: the two probes (obs 1, act 1, T 20): seconds-long multi-task smoke runs.
+
+This module is data and arithmetic (the registry reads it); the built task set,
+:class:`envs.task_set_env.TaskSetEnv`, and its builder live in :mod:`envs.task_set_env`,
+above the registry.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
-from envs.core import EnvSpec, StaticFacts
+from envs.core import StaticFacts
 
 BACKEND = "task_set"
 
@@ -64,33 +67,6 @@ TASK_SETS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class TaskSetEnv:
-    """A built task set: its padded :class:`EnvSpec` and its members (module docstring).
-    It has no ``reset`` / ``step``: an agent acts in :meth:`member_env`."""
-
-    spec: EnvSpec
-    members: tuple[tuple[str, int], ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in self.members)
-
-    def member_env(self, i: int):
-        """The built env of member ``i`` (``envs.make``, cached)."""
-        from envs.registry import make
-
-        name, repeat = self.members[i]
-        return make(name, action_repeat=repeat)
-
-    def member_facts(self, i: int):
-        """The static facts of member ``i`` (builds nothing)."""
-        from envs.facts import facts
-
-        name, repeat = self.members[i]
-        return facts(name, repeat)
-
-
 def static_facts(
     members: tuple[tuple[str, int], ...], table: Callable[[str], StaticFacts]
 ) -> StaticFacts:
@@ -104,28 +80,3 @@ def static_facts(
         can_terminate=any(r.can_terminate for r, _ in rows),
         default_episode_length=max(r.default_episode_length // k for r, k in rows),
     )
-
-
-def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> TaskSetEnv:
-    """The :class:`TaskSetEnv` of task set ``env_id`` (``action_repeat`` 1 and
-    ``episode_length`` None only, checked by the registry)."""
-    from envs.registry import entry_of
-
-    del action_repeat
-    if episode_length is not None:
-        raise ValueError(
-            f"{env_id} is a task set: each member keeps its own time limit; leave "
-            "env.episode_length at null"
-        )
-    row = static_facts(TASK_SETS[env_id], lambda i: entry_of(i).facts)
-    spec = EnvSpec(
-        env_id=env_id,
-        backend=BACKEND,
-        obs_size=row.obs_size,
-        action_size=row.action_size,
-        discrete=row.discrete,
-        episode_length=row.default_episode_length,
-        action_repeat=1,
-        can_terminate=row.can_terminate,
-    )
-    return TaskSetEnv(spec, TASK_SETS[env_id])

@@ -1,4 +1,4 @@
-"""Action mapping, action repeat and time limit around a raw backend (design §2, §5.1).
+"""Action mapping, action repeat and time limit around a raw backend (docs/design.md §3, §5.1).
 
 Every backend module reduces its simulator to two raw functions
 

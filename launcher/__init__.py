@@ -16,8 +16,9 @@ Modules: :mod:`launcher.config` (validation into :class:`launcher.schema.RunSpec
 (the chunk loop), :mod:`launcher.checkpoint` (orbax), :mod:`launcher.rundir` (run
 directory, metrics files), :mod:`launcher.wandb_logger` (its history read back by
 :mod:`launcher.wandb_history`), :mod:`launcher.tensorboard_logger`,
-:mod:`launcher.callbacks`, :mod:`launcher.report`, :mod:`launcher.evaluate`. See
-docs/launcher.md.
+:mod:`launcher.callbacks`, :mod:`launcher.evaluate`. The report and the paper tables live
+in the :mod:`analysis` package (``launcher.report`` and ``launcher.paper_curves`` are their
+``python -m`` entry points); the run loop imports none of it. See docs/launcher.md.
 """
 
 from launcher.errors import ConfigError

@@ -80,7 +80,7 @@ def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
 
 def make_agent(spec: RunSpec, env: Any, total_env_steps: int | None = None) -> Agent:
     """The agent of ``spec`` on ``env`` for a run of ``total_env_steps`` (default: the
-    protocol's ``n_timesteps``; it sizes the replay, design §5.6)."""
+    protocol's ``n_timesteps``; it sizes the replay, docs/design.md §9.4)."""
     total = spec.protocol.n_timesteps if total_env_steps is None else total_env_steps
     try:
         return spec.entry.make(spec.agent, env, total)

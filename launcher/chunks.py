@@ -8,7 +8,8 @@ One chunk, in order (the fault points of :mod:`launcher.faults` in brackets)::
     train rows -> metrics JSONL, TensorBoard, W&B staged      [metrics]
     evaluation on its schedule -> eval rows                    [metrics] [evaluated]
     checkpoint on its schedule (and at a stop / the end)       [saving] [saved]
-        -> W&B commits the rows the checkpoint covers
+        -> W&B commits the rows the checkpoint covers (and, with
+           logger.checkpoint_artifact, logs the checkpoint: launcher.carry)
     progress bar
 """
 
@@ -188,7 +189,7 @@ class ChunkLoop:
         faults.point("saving", chunk)
         self.ckpt.wait()
         faults.point("saved", chunk)
-        launch.loggers.commit()
+        launch.loggers.commit(steps)
         log.info("chunk %d: checkpoint at env step %d", chunk, steps)
 
 

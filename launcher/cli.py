@@ -23,6 +23,7 @@ Exit status: 0 done, 2 bad input or a run stopped by a guard (:class:`ConfigErro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -40,7 +41,9 @@ from launcher.compose import (  # noqa: F401 - the CLI's Python API re-exported
     group_options,
     hydra_message,
     job_config,
+    normalize,
     register_resolvers,
+    register_schemas,
 )
 from launcher.config import resolve
 from launcher.errors import ConfigError
@@ -169,6 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    written = dict(zip(args.overrides, normalize(args.overrides), strict=True))
+    argv = [written.get(a, a) for a in argv]  # 1e6 for an int field: see compose.normalize
+    with contextlib.suppress(ConfigError):  # e.g. --config-dir: no pre-check composed yet
+        register_schemas(args.overrides)
     GlobalHydra.instance().clear()
     old = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let errors reach us instead of Hydra's exit(1)

@@ -1,7 +1,10 @@
 """Hydra composition of ``conf/``: the run-name resolver, group options, composed configs.
 
 The one place the launcher talks to Hydra's compose API (public: ``hydra.compose``,
-``GlobalHydra``'s config loader); Hydra errors become :class:`ConfigError`.
+``GlobalHydra``'s config loader, ``ConfigStore``); Hydra and OmegaConf errors become
+:class:`ConfigError` lines (:func:`launcher.structured.message`). Before composing, the
+section schemas and each agent option's schema (from the entry its YAML names) are stored
+in Hydra's ConfigStore (:func:`register_schemas`, :mod:`launcher.structured`).
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from launcher.config import resolve
+from launcher.config import load_entry, resolve
 from launcher.errors import ConfigError
 from launcher.identity import run_name
 from launcher.schema import RunSpec
+from launcher.structured import hydra_message, message, store_agent, store_sections, stored_agents
+
+__all__ = ["hydra_message"]  # re-exported: the CLI's Python API
 
 CONFIG_MODULE = "conf"
 CONFIG_NAME = "config"
@@ -51,6 +57,61 @@ def _hydra_context() -> Iterator[None]:
         yield
 
 
+def _searchpath(overrides: Sequence[str]) -> list[str]:
+    return [o for o in overrides if o.lstrip("+~").startswith("hydra.searchpath")]
+
+
+def register_schemas(overrides: Sequence[str] = ()) -> None:
+    """Store the section schemas and the schema of every agent option on the search path
+    (``hydra.searchpath`` overrides included) not stored yet, in Hydra's ConfigStore.
+
+    An agent option's schema comes from the entry its YAML names (``entry:``), read from
+    the option composed without it; an option that does not compose or names no loadable
+    entry is left untyped (composing it for a run says what is wrong)."""
+    from hydra import compose as hydra_compose
+
+    store_sections()
+    searchpath = _searchpath(overrides)
+    todo = [o for o in group_options("agent", searchpath) if o not in stored_agents()]
+    if not todo:
+        return
+    with _hydra_context():
+        for option in todo:
+            try:
+                agent = hydra_compose(CONFIG_NAME, [*searchpath, f"agent={option}"]).agent
+                store_agent(option, load_entry(agent))
+            except Exception:  # noqa: BLE001, S112 - reported when the option is composed
+                continue
+
+
+def normalize(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` with each integral float value written as the int it equals
+    (``protocol.n_timesteps=1e6`` -> ``=1000000``): Hydra's grammar reads ``1e6`` as a
+    float and OmegaConf's int fields refuse floats; a float field takes the int as the
+    same float. Sweeps, ``hydra.*`` and unparsable overrides are left as written."""
+    import math
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    out = []
+    for text in overrides:
+        try:
+            ov = parser.parse_override(text)
+            value = None if ov.is_sweep_override() else ov.value()
+        except Exception:  # noqa: BLE001 - the pre-check names a bad override
+            value = None
+        if (
+            isinstance(value, float)
+            and math.isfinite(value)
+            and value.is_integer()
+            and not ov.key_or_group.startswith("hydra")
+        ):
+            text = f"{text.split('=', 1)[0]}={int(value)}"
+        out.append(text)
+    return out
+
+
 def group_options(group: str, overrides: Sequence[str] = ()) -> list[str]:
     """The option names of a config group on the search path (``hydra.searchpath``
     overrides included), sorted; ``sweep`` lists ``+sweep=`` files."""
@@ -78,6 +139,8 @@ def compose_all(jobs: Sequence[Sequence[str]], *, hydra_node: bool = False) -> l
     from hydra import compose as hydra_compose
 
     register_resolvers()
+    for searchpath in {tuple(_searchpath(job)) for job in jobs}:
+        register_schemas(searchpath)
     out = []
     with _hydra_context():
         for overrides in jobs:
@@ -85,14 +148,14 @@ def compose_all(jobs: Sequence[Sequence[str]], *, hydra_node: bool = False) -> l
                 out.append(
                     hydra_compose(
                         config_name=CONFIG_NAME,
-                        overrides=list(overrides),
+                        overrides=normalize(overrides),
                         return_hydra_config=hydra_node,
                     )
                 )
             except ConfigError:
                 raise
             except Exception as err:  # Hydra / OmegaConf composition errors
-                raise ConfigError(hydra_message(err)) from None
+                raise ConfigError(message(err)) from None
     return out
 
 
@@ -110,15 +173,3 @@ def job_config(cfg: Any) -> dict[str, Any]:
 def compose_spec(overrides: Sequence[str] = ()) -> RunSpec:
     """Compose and validate: the RunSpec of ``python -m launcher OVERRIDES``."""
     return resolve(job_config(compose(overrides)))
-
-
-def hydra_message(err: BaseException) -> str:
-    """The first meaningful line of a Hydra / OmegaConf error (and of its cause)."""
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    message = lines[0] if lines else type(err).__name__
-    cause = err.__cause__
-    if cause is not None and str(cause).strip():
-        first = str(cause).strip().splitlines()[0]
-        if first not in message:
-            message = f"{message}: {first}"
-    return message

@@ -1,7 +1,10 @@
 """Composed config (a plain mapping) -> validated, FROZEN dataclasses (:class:`RunSpec`).
 
-Data flow (ARCHITECTURE.md): Hydra composes ``conf/`` with the command line; this
-module checks every key, type and value, loads the agent's plug-in entry named by
+Data flow (docs/design.md §2): Hydra composes ``conf/`` with the command line onto the
+sections' schemas (the dataclasses themselves, :mod:`launcher.structured`); this module
+builds each section through the same schema (keys and types: OmegaConf, so a plain
+mapping such as a stored ``run.json`` is checked alike), checks the bounds on the fields
+and the rules across sections and fields, loads the agent's plug-in entry named by
 ``agent.entry`` (``conf/agent/<name>.yaml``), folds the ``model_size`` preset into the
 agent's config and returns a :class:`RunSpec`. Every error is a :class:`ConfigError`
 that names the offending key and its valid values; nothing here builds an env or an
@@ -13,12 +16,13 @@ The launcher knows no agent by name: an agent is whatever ``agent.entry`` points
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 from agent_api import AgentEntry, load
-from launcher.coerce import build_dataclass, close_matches, coerce, describe, listing, section
+from launcher.coerce import close_matches, describe, key_hint, listing, section
 from launcher.errors import ConfigError
 from launcher.identity import plain
 from launcher.schema import (
@@ -30,32 +34,17 @@ from launcher.schema import (
     CallbackSpec,
     EnvSpecConfig,
     LoggerSpec,
+    ModelSizeChoice,
     Protocol,
     RunControl,
     RunSpec,
 )
+from launcher.structured import build_dataclass
 
-# Keys people type for what lives elsewhere -> where it lives.
-KEY_HINTS = {
-    "seed": "protocol.seeds (a list, e.g. protocol.seeds=[1])",
-    "seeds": "protocol.seeds (e.g. protocol.seeds=[1,2,3])",
-    "steps": "protocol.n_timesteps",
-    "n_timesteps": "protocol.n_timesteps",
-    "total_steps": "protocol.n_timesteps",
-    "eval_episodes": "protocol.eval_episodes",
-    "action_repeat": "env.action_repeat",
-    "task": "env=<id> (e.g. env=walker_walk)",
-    "wandb": "logger=offline|online|disabled",
-    "tensorboard": "logger.tensorboard=true (with W&B), or logger=tensorboard (without)",
-    "run_dir": "hydra.run.dir=PATH",
-}
+# A W&B artifact reference: [ENTITY/][PROJECT/]NAME:ALIAS (W&B's own name characters).
+ARTIFACT_REF = re.compile(r"([\w.-]+/){0,2}[\w.-]+:[\w.-]+")
 
-
-def key_hint(key: str) -> str:
-    """``"; it is protocol.seeds ..."`` for a known misplaced key (top-level or under
-    another section: ``agent.eval_episodes``), else ``""``."""
-    hint = KEY_HINTS.get(key) or KEY_HINTS.get(key.rpartition(".")[2])
-    return f"; it is {hint}" if hint and hint.split()[0] != key else ""
+__all__ = ["key_hint", "load_entry", "resolve"]  # key_hint: launcher.coerce
 
 
 # ------------------------------------------------------------------ the agent
@@ -87,11 +76,8 @@ def _resolve_agent(cfg: Mapping[str, Any], protocol: Protocol) -> tuple[AgentEnt
     entry = load_entry(agent)
     name = agent.pop("name")
     agent.pop("entry")
-    size_cfg = section(cfg, "model_size")
-    size_owner, size = size_cfg.get("agent"), size_cfg.get("size")
-    unknown = sorted(set(size_cfg) - {"agent", "size"})
-    if unknown:
-        raise ConfigError(f"model_size.{unknown[0]}: unknown key; valid keys: agent, size")
+    choice = build_dataclass(ModelSizeChoice, section(cfg, "model_size"), "model_size")
+    size_owner, size = choice.agent, choice.size
     valid = list(entry.model_sizes)
     if size_owner != (entry.model_size_owner or name):
         raise ConfigError(
@@ -170,6 +156,11 @@ def _resolve_logger(cfg: Mapping[str, Any]) -> LoggerSpec:
         )
     if not logger.project:
         raise ConfigError("logger.project: must be a non-empty string")
+    if logger.checkpoint_artifact and logger.mode == "disabled":
+        raise ConfigError(
+            "logger.checkpoint_artifact: needs W&B, but logger.mode=disabled; "
+            "use logger=offline or logger=online with it"
+        )
     return logger
 
 
@@ -199,8 +190,7 @@ def _resolve_callbacks(cfg: Mapping[str, Any]) -> CallbackSpec:
 def _resolve_control(cfg: Mapping[str, Any]) -> RunControl:
     # Named as typed (`+stop_after_chunks=x` -> "stop_after_chunks: expected int ..."):
     # run-control keys are top-level, so no section prefix.
-    hints = typing.get_type_hints(RunControl)
-    control = RunControl(**{k: coerce(k, cfg[k], hints[k]) for k in RUN_CONTROL if k in cfg})
+    control = build_dataclass(RunControl, {k: cfg[k] for k in RUN_CONTROL if k in cfg}, "")
     if control.resume not in RESUME_MODES:
         raise ConfigError(
             f"resume: {control.resume!r} is not a resume mode; choose one of: "
@@ -212,6 +202,11 @@ def _resolve_control(cfg: Mapping[str, Any]) -> RunControl:
         )
     if control.max_abs_loss is not None and not control.max_abs_loss > 0:
         raise ConfigError(f"max_abs_loss: must be a number > 0, got {control.max_abs_loss}")
+    if control.from_artifact is not None and not ARTIFACT_REF.fullmatch(control.from_artifact):
+        raise ConfigError(
+            f"from_artifact: {control.from_artifact!r} is not a W&B artifact reference; "
+            "write +from_artifact=ENTITY/PROJECT/NAME:ALIAS (e.g. me/wmrl/<run name>:latest)"
+        )
     return control
 
 

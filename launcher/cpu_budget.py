@@ -2,8 +2,9 @@
 (:func:`launcher.guards.check_cpu_budget`) and a dry run's CPU figure.
 
 The agent models what one seed costs under the composed config
-(:attr:`agent_api.AgentEntry.cpu_cost`: its updates and acting over the run's agent steps,
-one evaluation, its compile); the launcher adds what it knows and the agent does not:
+(:attr:`agent_api.AgentTables.cpu_cost`, in its entry's optional ``tables``: its updates
+and acting over the run's agent steps, one evaluation, its compile); the launcher adds
+what it knows and the agent does not:
 
 * how many evaluations the protocol runs (:func:`evaluations`),
 * the env's stepping (the env frames of training and evaluation, :data:`ENV_FRAME_S`),
@@ -13,7 +14,8 @@ one evaluation, its compile); the launcher adds what it knows and the agent does
 
 An agent without ``cpu_cost`` (the tests' fake agent, the offline multi-task agent) is
 estimated from its measured seconds per agent step (``cpu_seconds_per_step``): steps x
-seeds x that figure, the largest measured preset's for an unmeasured one (a lower bound).
+seeds x that figure, the largest measured preset's for an unmeasured one (a lower bound);
+an agent without tables has no estimate (``no CPU figure``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import dataclasses
 import math
 import os
 
-from agent_api import CpuCost
+from agent_api import AgentTables, CpuCost
 from launcher.build import env_facts
 from launcher.schema import Protocol, RunSpec
 
@@ -104,10 +106,11 @@ def estimate(
         p = dataclasses.replace(p, n_timesteps=n_timesteps)
     seeds = len(p.seeds)
     parallel = max(1, min(seeds, cores or usable_cores()))
-    if spec.entry.cpu_cost is None:
-        return _from_table(spec, p, seeds / parallel)
+    tables = spec.entry.tables or AgentTables()
+    if tables.cpu_cost is None:
+        return _from_table(spec, p, seeds / parallel, tables)
     facts = env_facts(spec.env)
-    cost = spec.entry.cpu_cost(spec.agent, facts, p.n_timesteps)
+    cost = tables.cpu_cost(spec.agent, facts, p.n_timesteps)
     n_evals = evaluations(p)
     frames = p.n_timesteps + n_evals * spec.protocol.eval_episodes * facts.episode_length
     env_s = frames * facts.action_repeat * ENV_FRAME_S.get(facts.backend, 0.0)
@@ -124,8 +127,8 @@ def estimate(
     )
 
 
-def _from_table(spec: RunSpec, p: Protocol, rounds: float) -> CpuEstimate:
-    table = spec.entry.cpu_seconds_per_step
+def _from_table(spec: RunSpec, p: Protocol, rounds: float, tables: AgentTables) -> CpuEstimate:
+    table = tables.cpu_seconds_per_step
     if not table:
         return CpuEstimate(0.0, 0.0, False, source="no CPU figure")
     size = getattr(spec.agent, "model_size", None)

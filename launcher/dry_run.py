@@ -5,7 +5,7 @@
 prints :func:`plan` and exits 0: Hydra never runs and nothing is created.
 
 A job's estimate is agent steps x seeds x the agent's seconds per agent step of one seed
-on an accelerator (:attr:`agent_api.AgentEntry.accelerator_seconds_per_step`), quoted
+on an accelerator (:attr:`agent_api.AgentTables.accelerator_seconds_per_step`), quoted
 with the figure's device and source. The seeds of a job are vmapped on one device, so
 counting them one after another is an upper bound. A preset without a figure is
 ``unknown``; no figure is made up: the CPU estimate (:func:`launcher.cpu_budget.estimate`,
@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from agent_api import AcceleratorCost
+from agent_api import AcceleratorCost, AgentTables
 from launcher import cpu_budget, guards
 from launcher.schema import RunSpec
 
@@ -96,7 +96,7 @@ def estimate(spec: RunSpec, index: int = 0, cores: int | None = None) -> JobEsti
         seeds=len(spec.protocol.seeds),
         agent_steps=steps,
         env_frames=None if task_set else steps * spec.env.action_repeat,
-        cost=spec.entry.accelerator_seconds_per_step.get(size),
+        cost=(spec.entry.tables or AgentTables()).accelerator_seconds_per_step.get(size),
         cpu_seconds=cpu.wall_s,
         cpu_per_step=cpu.per_step_s,
         cpu_exact=cpu.exact,

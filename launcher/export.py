@@ -2,8 +2,8 @@
 
 Restores the latest checkpoint of ``RUN_DIR`` (read only, :func:`launcher.restore.restore_run`)
 and asks the agent for its dataset (the optional ``export_dataset`` of the agent protocol,
-``agent_api``), e.g. every committed episode of every seed in collection order (design
-§7). The dataset is written to the new directory ``OUT`` with its content hash;
+``agent_api``), e.g. every committed episode of every seed in collection order (docs/design.md
+§7.6). The dataset is written to the new directory ``OUT`` with its content hash;
 its provenance records the run directory, the seeds, the checkpoint's step and each
 seed's last evaluation return (the offline agent's yardstick). Exit status 2 with one
 message when the run, its checkpoint or the agent cannot give a dataset, or ``OUT``

@@ -4,7 +4,7 @@
   estimated wall time exceeds :data:`CPU_HOURS_LIMIT` is refused (exit 2) unless
   confirmed with ``+allow_long_cpu_run=true``. The estimate (:mod:`launcher.cpu_budget`)
   is the agent's model of what a seed costs under the composed config
-  (:attr:`agent_api.AgentEntry.cpu_cost`) plus evaluations, env steps and compile, the
+  (:attr:`agent_api.AgentTables.cpu_cost`) plus evaluations, env steps and compile, the
   seeds spread over the cores.
 * :func:`check_run_dir_path`: the run directory (or a parent) is a file, or is not
   writable.

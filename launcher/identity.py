@@ -1,7 +1,8 @@
 """A run's identity, its hash and its name; diffs between two configs.
 
 The *identity* of a run is everything that determines its results: agent, model size,
-env, protocol and callbacks. The logger and the run-control keys are not part of it.
+env, protocol and callbacks (but the output-only phases, :data:`OUTPUT_PHASES`). The
+logger and the run-control keys are not part of it.
 Two forms exist, each for one job:
 
 * :func:`composed_hash` / :func:`run_name` read the *composed* mapping (Hydra's output,
@@ -21,6 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 IDENTITY_SECTIONS = ("agent", "model_size", "env", "protocol", "callbacks")
+# Callback phases that only add what is logged or written beside a run (the paper's
+# curve, the learning-curve figure; launcher.callbacks): left out of the identity.
+OUTPUT_PHASES = ("reference_rows", "run_end")
 
 
 def plain(value: Any) -> Any:
@@ -39,9 +43,16 @@ def identity(spec: Any) -> dict[str, Any]:
             "agent": {"name": spec.agent_name, **dataclasses.asdict(spec.agent)},
             "env": dataclasses.asdict(spec.env),
             "protocol": dataclasses.asdict(spec.protocol),
-            "callbacks": dataclasses.asdict(spec.callbacks),
+            "callbacks": training_hooks(dataclasses.asdict(spec.callbacks)),
         }
     )
+
+
+def training_hooks(callbacks: Any) -> Any:
+    """A ``callbacks`` section without its :data:`OUTPUT_PHASES` (anything else unchanged)."""
+    if not isinstance(callbacks, Mapping):
+        return callbacks
+    return {k: v for k, v in callbacks.items() if k not in OUTPUT_PHASES}
 
 
 def canonical_json(data: Any) -> str:
@@ -81,7 +92,10 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any,
 
 def composed_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The identity sections of a composed config mapping (missing ones left out)."""
-    return {k: plain(cfg[k]) for k in IDENTITY_SECTIONS if k in cfg}
+    out = {k: plain(cfg[k]) for k in IDENTITY_SECTIONS if k in cfg}
+    if "callbacks" in out:
+        out["callbacks"] = training_hooks(out["callbacks"])
+    return out
 
 
 def composed_hash(cfg: Mapping[str, Any]) -> str:

@@ -4,7 +4,7 @@ directory's path, the CPU time budget, sweeps), one :class:`ConfigError` on fail
 
 A ``-m`` sweep's jobs come from Hydra's basic sweeper (:func:`launcher.sweeper.sweep_jobs`);
 ``python -m launcher -m`` checks them in its sweeper (:mod:`launcher.sweeper`), with
-:func:`check_command` first and :func:`check_jobs` per job.
+:func:`check_command` first and :func:`check_jobs` per job (:func:`precheck_sweep`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from typing import Any
 
 from launcher.compose import compose, compose_all, group_options, hydra_message, job_config
 from launcher.config import key_hint, resolve
+from launcher.dry_run import plan
 from launcher.errors import ConfigError
 from launcher.schema import RUN_CONTROL, RunSpec
+from launcher.sweeper import job_label, sweep_jobs
 
 GROUPS = ("agent", "model_size", "env", "protocol", "logger", "sweep")
 
@@ -82,8 +84,6 @@ def check_overrides(
     Returns the jobs' RunSpecs (one unless ``multirun``); raises ConfigError. ``budget``
     False skips the CPU-time refusal (``--cfg``: printing a config runs nothing).
     """
-    from launcher.sweeper import sweep_jobs
-
     base = check_command(overrides, multirun)
     if multirun:
         params = base.hydra.sweeper.get("params") or {}
@@ -136,7 +136,6 @@ def check_jobs(
     dir (distinct across a sweep) and, if ``budget``, the CPU time. In a sweep an error
     names its job. Returns the RunSpecs; raises ConfigError."""
     from launcher import build, guards
-    from launcher.sweeper import job_label
 
     specs: list[RunSpec] = []
     dirs: dict[Path, list[str]] = {}
@@ -178,3 +177,15 @@ def first_choice(text: str, ov: Any) -> str:
         return text
     prefix = "+" if ov.is_add() else "++" if ov.is_force_add() else ""
     return f"{prefix}{ov.key_or_group}={_values(ov)[0]}"
+
+
+def precheck_sweep(jobs: Sequence[Sequence[str]], configs: Sequence[Any]) -> bool:
+    """Check every job of a sweep (raises ConfigError naming the first bad one).
+
+    Returns whether to launch: False for ``+dry_run=true``, whose plan is printed here.
+    """
+    specs = check_jobs(jobs, configs, multirun=True, budget=True)
+    if any(spec.control.dry_run for spec in specs):
+        print(plan(specs), flush=True)
+        return False
+    return True

@@ -3,7 +3,7 @@ uncommitted changes, and the JAX version, backend and devices that ran it.
 
 :func:`collect` is stored in ``run.json`` (``provenance``) when a run starts and appended
 to ``RUN_DIR/launches.jsonl`` by every launch (a resumed run may have been continued by
-other code); a judged row of :mod:`launcher.acceptance` lists it.
+other code); a judged row of :mod:`analysis.acceptance` lists it.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher import build, guards, provenance, restore
+from launcher import build, carry, guards, provenance, restore
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
 from launcher.chunks import ChunkLoop, Launch
@@ -70,7 +70,8 @@ def run(
       spec: the validated run.
       run_dir: the run directory (created if new).
       make_env: ``(id, action_repeat, episode_length) -> Env``; default ``envs.make``.
-      plot: write ``plots/learning_curves.png`` at the end.
+      plot: run the ``run_end`` hooks at the end (:mod:`launcher.callbacks`; by default
+        the learning-curve PNG, ``plots/learning_curves.png``).
 
     Raises:
       ConfigError: before anything is written (an env the agent cannot run, a run dir
@@ -143,14 +144,20 @@ def _accept(
     n_chunks = chunk_count(total_ticks, chunk_ticks)
     try:
         stored = rd.check_config(spec)
-        restored = _resume_point(spec, rd, env, program, fresh)
+        carried = spec.control.from_artifact is not None
+        if carried:  # +from_artifact: the checkpoint (and run.json) arrive here
+            carry.fetch(spec, rd)
+            stored = rd.check_config(spec)
+        restored = _resume_point(spec, rd, env, program, fresh and not carried)
         if restored is not None and int(restored.meta["tick"]) == total_ticks:
-            return _complete(spec, rd, n_chunks, restored.meta, program, restored.state, plot)
+            finished = (restored.meta, restored.state)
+            return _complete(spec, rd, n_chunks, finished, program, callbacks, plot)
         if restored is not None:
             state, start, steps_done, wandb_ids = _resume(spec, rd, program, restored)
         else:
             state, start, steps_done, wandb_ids = _begin(spec, rd, program, callbacks)
-        loggers = RunLoggers(spec, seeds, wandb_ids, rd)
+        reference = callbacks.run_reference_rows(spec)
+        loggers = RunLoggers(spec, seeds, wandb_ids, rd, reference)
     except BaseException:
         _discard(rd, fresh)
         raise
@@ -278,7 +285,7 @@ def _train(
         final_train=loop.final_train,
         final_eval=loop.final_eval,
         metrics_files=[launch.rd.metrics_file(s) for s in launch.seeds],
-        plot=_plot(launch.rd.path) if plot else None,
+        plot=launch.callbacks.run_run_end(launch.rd.path) if plot else None,
         wandb_dirs=wandb_dirs,
         compiles=launch.program.compiles(),
         n_devices=launch.program.n_devices,
@@ -291,13 +298,15 @@ def _complete(
     spec: RunSpec,
     rd: RunDir,
     n_chunks: int,
-    meta: Mapping[str, Any],
+    finished: tuple[Mapping[str, Any], Any],
     program: SeedProgram,
-    state: Any,
+    callbacks: Callbacks,
     plot: bool,
 ) -> RunResult:
-    """The result of relaunching a finished run: nothing trained, logged or written
-    (but the rows its W&B logs lack, after a kill that kept the last ones from W&B)."""
+    """The result of relaunching a finished run (``finished``: its final checkpoint's
+    metadata and state): nothing trained, logged or written (but the rows its W&B logs
+    lack, after a kill that kept the last ones from W&B)."""
+    meta, state = finished
     seeds = list(spec.protocol.seeds)
     finals: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
     kept = kept_rows(rd, seeds)
@@ -307,7 +316,7 @@ def _complete(
             finals[kind].append(last[-1] if last else {})
     curves = rd.plots / "learning_curves.png"
     log.info("%s is already complete (chunk %d)", rd.path, meta["chunk"])
-    wandb_dirs = finish_complete(spec, rd, kept)
+    wandb_dirs = finish_complete(spec, rd, kept, callbacks.run_reference_rows(spec))
     return RunResult(
         run_dir=rd.path,
         spec=spec,
@@ -325,16 +334,6 @@ def _complete(
         state=state,
         already_complete=True,
     )
-
-
-def _plot(path: Path) -> Path | None:
-    try:
-        from launcher.report import plot_run
-
-        return plot_run(path)
-    except Exception as err:  # noqa: BLE001 - the curves are a courtesy
-        log.warning("could not plot the learning curves: %s", err)
-        return None
 
 
 def _log_to(path: Path) -> logging.Handler:

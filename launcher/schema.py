@@ -12,12 +12,23 @@ from typing import Any
 
 from launcher.identity import composed_hash, run_name
 
-CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics")
+CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics", "reference_rows", "run_end")
+# Their defaults: the analysis package's paper line and learning-curve figure, loaded by
+# import path like any hook (the run loop imports no analysis module).
+DEFAULT_REFERENCE_ROWS = ("analysis.paper_line:paper_rows",)
+DEFAULT_RUN_END = ("analysis.report:plot_run",)
 LOGGER_MODES = ("offline", "online", "disabled")
 RESUME_MODES = ("auto", "force")
 # Keys a `+resume=force` relaunch may change (design: extending a run's length).
 FORCE_CHANGEABLE = ("protocol.n_timesteps",)
-RUN_CONTROL = ("resume", "stop_after_chunks", "allow_long_cpu_run", "max_abs_loss", "dry_run")
+RUN_CONTROL = (
+    "resume",
+    "stop_after_chunks",
+    "allow_long_cpu_run",
+    "max_abs_loss",
+    "dry_run",
+    "from_artifact",
+)
 TOP_LEVEL = ("agent", "model_size", "env", "protocol", "logger", "callbacks", *RUN_CONTROL)
 
 
@@ -40,7 +51,7 @@ class EnvSpecConfig:
 class Protocol:
     """How long and how a run trains, logs, evaluates and checkpoints.
 
-    All frequencies count agent env steps (``timestep``, design §2). The run is cut
+    All frequencies count agent env steps (``timestep``, docs/design.md §3). The run is cut
     into chunks of ``log_frequency`` env steps, each one call of the jitted train
     function; evaluations and checkpoints happen between chunks, so their frequencies
     are multiples of it. The last chunk is always evaluated (when evaluating at all)
@@ -49,7 +60,7 @@ class Protocol:
     Attributes:
       name: the protocol's name (``quick``, ``smoke``, ``learning_check``, ``paper``).
       seeds: the seeds run side by side (vmapped, sharded over local devices).
-      n_timesteps: the run's length in agent env steps; also sizes the replay (§5.6).
+      n_timesteps: the run's length in agent env steps; also sizes the replay (docs/design.md §9.4).
       log_frequency: env steps per chunk.
       eval_frequency: env steps between evaluations; 0 = no evaluation.
       eval_episodes: episodes per evaluation (sets the agent's ``eval_episodes``).
@@ -90,6 +101,10 @@ class LoggerSpec:
         (``RUN_DIR/tensorboard/seed_<s>/``, :mod:`launcher.tensorboard_logger`); the
         ``logger=tensorboard`` preset sets it with W&B disabled.
       progress: show the progress bar.
+      checkpoint_artifact: at each checkpoint save, log the newest checkpoint and what a
+        resume needs as a W&B artifact of type ``checkpoint`` named for the run, aliases
+        ``latest`` and ``step_<t>``, from the first seed's W&B run
+        (:mod:`launcher.carry`); needs W&B (``mode`` offline or online).
     """
 
     mode: str = "offline"
@@ -99,15 +114,21 @@ class LoggerSpec:
     tags: tuple[str, ...] = ()
     tensorboard: bool = False
     progress: bool = True
+    checkpoint_artifact: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class CallbackSpec:
-    """Import paths (``package.module:function``) of the user hooks per phase (§5.7)."""
+    """Import paths (``package.module:function``) of the hooks per phase (docs/design.md §11.2;
+    :mod:`launcher.callbacks`). ``reference_rows`` and ``run_end`` default to the analysis
+    package's paper line and learning-curve figure and are not part of the run's
+    identity (``launcher.identity.OUTPUT_PHASES``)."""
 
     pretrain: tuple[str, ...] = ()
     post_update: tuple[str, ...] = ()
     eval_metrics: tuple[str, ...] = ()
+    reference_rows: tuple[str, ...] = DEFAULT_REFERENCE_ROWS
+    run_end: tuple[str, ...] = DEFAULT_RUN_END
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +146,10 @@ class RunControl:
         exceeds this in absolute value (divergence); non-finite losses always stop it.
       dry_run: validate every job, print the plan and its estimated accelerator hours
         (:mod:`launcher.dry_run`) and exit 0: nothing is run or created.
+      from_artifact: a W&B artifact reference (``ENTITY/PROJECT/NAME:ALIAS``) of a
+        checkpoint logged with ``logger.checkpoint_artifact``: a run directory without
+        checkpoints gets it (its config identity checked) and the launch resumes from
+        it (:mod:`launcher.carry`).
     """
 
     resume: str = "auto"
@@ -132,6 +157,7 @@ class RunControl:
     allow_long_cpu_run: bool = False
     max_abs_loss: float | None = None
     dry_run: bool = False
+    from_artifact: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,3 +189,27 @@ class RunSpec:
     def run_name(self) -> str:
         """``<agent>-<env>-<protocol>-<hash>``: the default run directory and W&B group."""
         return run_name(self.config)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSizeChoice:
+    """The ``model_size`` section, set by a ``conf/model_size/<option>.yaml`` preset.
+
+    Attributes:
+      agent: the agent the preset belongs to (its ``AgentEntry.model_size_owner`` or name).
+      size: the agent's own size key (an int or a string, as its presets define), folded
+        into the agent's config as ``model_size`` (:func:`launcher.config.resolve`).
+    """
+
+    agent: str
+    size: Any
+
+
+# The sections whose schema conf/config.yaml puts first (launcher.structured).
+SECTIONS = {
+    "protocol": Protocol,
+    "env": EnvSpecConfig,
+    "logger": LoggerSpec,
+    "callbacks": CallbackSpec,
+    "model_size": ModelSizeChoice,
+}

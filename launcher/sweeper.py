@@ -4,8 +4,8 @@
 :class:`hydra_plugins.wmrl_sweeper.precheck_sweeper.PrecheckSweeper`
 (``conf/hydra/sweeper/launcher.yaml``). Its ``sweep()`` takes the job batches from the
 basic sweeper's own splitting (:func:`sweep_jobs`), composes every job
-(:func:`compose_jobs`) and checks them all (:func:`precheck_sweep`: keys, groups,
-bounds, env facts, run dirs, the CPU budget) before it hands the batches to the
+(:func:`compose_jobs`) and checks them all (:func:`launcher.precheck.precheck_sweep`: keys,
+groups, bounds, env facts, run dirs, the CPU budget) before it hands the batches to the
 configured launcher (basic, submitit, ...). One bad job refuses the whole sweep before
 anything is created; ``+dry_run=true`` prints the plan and launches nothing.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from launcher.compose import hydra_message
 from launcher.errors import ConfigError
+from launcher.structured import hydra_message, message
 
 
 def sweep_jobs(
@@ -48,26 +48,10 @@ def compose_jobs(config_loader: Any, master: Any, jobs: Sequence[Sequence[str]])
                 config_loader.load_sweep_config(master_config=master, sweep_overrides=list(job))
             )
         except Exception as err:  # Hydra / OmegaConf composition errors
-            raise ConfigError(f"{hydra_message(err)} {job_label(number, job)}") from None
+            raise ConfigError(f"{message(err)} {job_label(number, job)}") from None
     return configs
 
 
 def job_label(number: int, job: Sequence[str]) -> str:
     """How an error names the sweep job it is about."""
     return f"[sweep job #{number}: {' '.join(o for o in job if not o.startswith('hydra.'))}]"
-
-
-def precheck_sweep(jobs: Sequence[Sequence[str]], configs: Sequence[Any]) -> bool:
-    """Check every job of a sweep (raises ConfigError naming the first bad one).
-
-    Returns whether to launch: False for ``+dry_run=true``, whose plan is printed here.
-    """
-    from launcher.precheck import check_jobs
-
-    specs = check_jobs(jobs, configs, multirun=True, budget=True)
-    if any(spec.control.dry_run for spec in specs):
-        from launcher.dry_run import plan
-
-        print(plan(specs), flush=True)
-        return False
-    return True

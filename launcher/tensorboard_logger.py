@@ -122,8 +122,9 @@ class TensorBoardRuns:
             writer.flush()
 
     def log_reference(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Write the paper's curve (``launcher.compare.wandb_reference_rows``) as the run
-        ``tensorboard/paper`` once: a later launch finds it written and adds nothing."""
+        """Write the reference rows (the ``reference_rows`` hooks', by default the paper's
+        curve: ``analysis.paper_line``) as the run ``tensorboard/paper`` once: a later
+        launch finds it written and adds nothing."""
         directory = self.root / REFERENCE_RUN
         if not self.enabled or not rows or event_files(directory):
             return

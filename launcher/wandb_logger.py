@@ -24,6 +24,10 @@ chunk that a resume rolled back. How:
   kill kept from W&B (after the checkpoint, before W&B wrote them) are logged once, and
   rows it already has are not logged again.
 
+Checkpoints as artifacts (``logger.checkpoint_artifact``, :mod:`launcher.carry`): each
+saved checkpoint is logged from the first seed's run (:meth:`WandbRuns.log_checkpoint`);
+:func:`download_artifact` fetches one back (``+from_artifact``).
+
 W&B's rewind (``resume_from="<id>?_step=<n>"``) is not used: it is carried out by the W&B
 server, so it cannot clean an offline run's files.
 """
@@ -47,7 +51,8 @@ from launcher.schema import LoggerSpec
 log = logging.getLogger(__name__)
 
 NOT_LOGGED = ("chunk", "kind")  # the metrics files' bookkeeping, not W&B metrics
-REFERENCE_PREFIX = "Paper/"  # the reference rows' metrics (launcher.compare)
+REFERENCE_PREFIX = "Paper/"  # the reference rows' metrics (analysis.paper_line)
+ARTIFACT_TYPE = "checkpoint"  # the type of the checkpoint artifacts (launcher.carry)
 
 
 @dataclass
@@ -184,9 +189,9 @@ class WandbRuns:
             self._log(self.runs[i], held, {k: v for k, v in row.items() if k not in NOT_LOGGED})
 
     def log_reference(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Log the same rows (the paper's curve, ``launcher.compare.wandb_reference_rows``)
-        to every seed's run: a reference line beside the run's own curves. Offered by
-        every launch; a run gets the rows it does not hold yet."""
+        """Log the same rows (the ``reference_rows`` hooks': by default the paper's curve,
+        ``analysis.paper_line``) to every seed's run: a reference line beside the run's own
+        curves. Offered by every launch; a run gets the rows it does not hold yet."""
         for i, run in enumerate(self.runs):
             held = self._held(i)
             for row in rows:
@@ -213,6 +218,30 @@ class WandbRuns:
         import wandb
 
         wandb.teardown()
+
+    def log_checkpoint(self, name: str, step: int, files: Mapping[str, Path]) -> None:
+        """Log a saved checkpoint as a W&B artifact of type ``checkpoint`` from the first
+        seed's run (the state holds every seed): ``files`` maps each path in the artifact
+        to a local file or directory, aliases ``latest`` and ``step_<step>``. W&B copies
+        the files into its staging directory here (its default, mutable policy; not into
+        its artifact cache as well, ``skip_cache``: a checkpoint may be gigabytes), so the
+        checkpoint manager may delete the step later: the upload (online) or ``wandb
+        sync`` (offline) reads the copies. A failure is a warning: the run goes on, and
+        the next save logs a newer checkpoint."""
+        if not self.runs:
+            return
+        import wandb
+
+        try:
+            artifact = wandb.Artifact(name, type=ARTIFACT_TYPE, metadata={"timestep": step})
+            for target, local in files.items():
+                if Path(local).is_dir():
+                    artifact.add_dir(str(local), name=target, skip_cache=True)
+                else:
+                    artifact.add_file(str(local), name=target, skip_cache=True)
+            self.runs[0].log_artifact(artifact, aliases=["latest", f"step_{step}"])
+        except Exception as err:  # noqa: BLE001 - staging disk, W&B's service
+            log.warning("checkpoint %d not logged as a W&B artifact: %s", step, err)
 
     def offline_dirs(self) -> list[str]:
         """The offline run directories written by this launch."""
@@ -260,6 +289,25 @@ def top_up(
         return wb.offline_dirs()
     finally:
         wb.finish()
+
+
+def download_artifact(ref: str, root: Path) -> None:
+    """Download the W&B artifact ``ref`` (``ENTITY/PROJECT/NAME:ALIAS``) into ``root``
+    through W&B's public API (needs ``wandb login`` and network). The one W&B fetch of
+    :mod:`launcher.carry` (tests replace it). ConfigError when W&B cannot fetch it."""
+    os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
+    import wandb
+
+    try:
+        artifact = wandb.Api().artifact(ref, type=ARTIFACT_TYPE)
+        artifact.download(root=str(root), skip_cache=True)  # no second copy in W&B's cache
+    except Exception as err:  # noqa: BLE001 - login, network, a wrong reference or type
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ConfigError(
+            f"from_artifact: W&B cannot fetch {ref!r} ({type(err).__name__}: {first}); "
+            "check the reference (ENTITY/PROJECT/NAME:ALIAS of a checkpoint artifact) "
+            "and run `wandb login`"
+        ) from None
 
 
 def _remove_new(wandb_dir: Path, before: set[Path] | None) -> None:

@@ -1,4 +1,4 @@
-"""Numerics and blocks shared by DreamerV3 and TD-MPC2 (design §3)."""
+"""Numerics and blocks shared by DreamerV3 and TD-MPC2 (docs/design.md §6)."""
 
 from agents.common.blocks import (
     ACTIVATIONS,

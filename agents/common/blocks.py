@@ -1,6 +1,6 @@
 """Shared Flax building blocks: initializers, dense layer, activations, norms, NormedMLP.
 
-Design §3 (``blocks``). Only what both agents use:
+docs/design.md §6 (``blocks``). Only what both agents use:
 
 * DreamerV3 (2411f7d ``nets.py``): fan-in truncated-normal kernels
   (:func:`dreamerv3_kernel_init`, D23), RMSNorm eps 1e-4 without offset, SiLU, bias kept.
@@ -34,7 +34,7 @@ Initializer = Callable[..., jax.Array]
 
 
 def dreamerv3_kernel_init(outscale: float = 1.0) -> Initializer:
-    """DreamerV3 ``winit: normal`` kernel initializer (design §3, D23).
+    """DreamerV3 ``winit: normal`` kernel initializer (docs/design.md §6, D23).
 
     ``variance_scaling(outscale**2, "fan_in", "truncated_normal")``: a standard normal
     truncated to ``[-2, 2]``, divided by its std (0.87962566), times
@@ -46,7 +46,7 @@ def dreamerv3_kernel_init(outscale: float = 1.0) -> Initializer:
 
 
 def tdmpc2_kernel_init() -> Initializer:
-    """TD-MPC2 kernel initializer: untruncated ``N(0, 0.02**2)`` (design §3).
+    """TD-MPC2 kernel initializer: untruncated ``N(0, 0.02**2)`` (docs/design.md §6).
 
     torch's ``trunc_normal_(std=0.02)`` keeps its default absolute bounds ``a=-2, b=2``,
     i.e. +-100 sigma, so it is a plain normal for all practical purposes; JAX's
@@ -137,7 +137,7 @@ def _mish_parts(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 @jax.custom_jvp
 def mish(x: jax.Array) -> jax.Array:
-    """Mish ``x * tanh(softplus(x))`` (TD-MPC2's activation), elementwise; design §3.
+    """Mish ``x * tanh(softplus(x))`` (TD-MPC2's activation), elementwise; docs/design.md §6.
 
     Computed with one ``exp`` (see :func:`_mish_parts`) and a hand-written derivative
     ``n / w + 4 x e (1 + e) / w^2`` that reuses it. Agrees with the textbook form to
@@ -173,7 +173,7 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 
 
 def activation(name: str) -> Callable[[jax.Array], jax.Array]:
-    """The elementwise activation called ``name`` (design §3); shape-preserving.
+    """The elementwise activation called ``name`` (docs/design.md §6); shape-preserving.
 
     Valid names: silu, mish, relu, elu, tanh, identity. Raises ``ValueError`` otherwise.
     """
@@ -185,13 +185,13 @@ def activation(name: str) -> Callable[[jax.Array], jax.Array]:
 
 
 class RMSNorm(nn.Module):
-    """RMS normalisation over the last axis, learnable scale, no offset (design §3).
+    """RMS normalisation over the last axis, learnable scale, no offset (docs/design.md §6).
 
     ``y = x * rsqrt(mean(x**2, -1) + eps) * scale`` with the statistics and the product in
     float32; the output is cast back to the input dtype. Param: ``scale [features]``
     (float32, init ones). Input ``[..., features]`` -> output ``[..., features]``.
     DreamerV3 computes the statistics in the compute dtype (bf16 in its default config);
-    we always use float32 (design §3; identical in float32).
+    we always use float32 (docs/design.md §6; identical in float32).
 
     ``grouped=True`` takes the feature axis split group-major, ``x [g, ..., F/g]`` (feature
     ``k F/g + j`` at ``x[k, ..., j]``, the layout of the DreamerV3 block GRU): the statistics
@@ -219,7 +219,7 @@ class RMSNorm(nn.Module):
 
 
 class NormedMLP(nn.Module):
-    """Stack of ``layers`` hidden layers Dense -> [Dropout] -> Norm -> Act (design §3).
+    """Stack of ``layers`` hidden layers Dense -> [Dropout] -> Norm -> Act (docs/design.md §6).
 
     Layer ``i`` is ``dense_i`` (``units`` wide, bias kept), then for ``i == 0`` only and only
     when ``dropout > 0`` a ``Dropout(dropout)`` on the linear output (TD-MPC2 applies it

@@ -1,6 +1,6 @@
 """Symlog transforms and the two-hot discrete regression head shared by both agents.
 
-Design §3 (``distributional``). DreamerV3 (2411f7d ``symexp_twohot``) and TD-MPC2
+docs/design.md §6 (``distributional``). DreamerV3 (2411f7d ``symexp_twohot``) and TD-MPC2
 (b67b21c ``two_hot`` / ``two_hot_inv`` / ``soft_ce``) regress scalars (rewards, values)
 with a categorical over fixed bins: targets are encoded as two-hot weights by linear
 interpolation between the two neighbouring bins, predictions are decoded as the
@@ -33,7 +33,7 @@ _TRANSFORMS = ("identity", "symlog")
 def symlog(x: jax.Array) -> jax.Array:
     """``sign(x) * log1p(|x|)``, elementwise; shape and dtype of ``x`` preserved.
 
-    Design §3. The gradient at 0 is 0 (as in both references, which use the same
+    docs/design.md §6. The gradient at 0 is 0 (as in both references, which use the same
     sign/abs form); it is finite everywhere.
     """
     x = jnp.asarray(x)
@@ -43,7 +43,7 @@ def symlog(x: jax.Array) -> jax.Array:
 def symexp(x: jax.Array) -> jax.Array:
     """``sign(x) * expm1(|x|)``, the inverse of :func:`symlog`; shape and dtype preserved.
 
-    Design §3.
+    docs/design.md §6.
     """
     x = jnp.asarray(x)
     return jnp.sign(x) * jnp.expm1(jnp.abs(x))
@@ -79,7 +79,7 @@ def _mirrored_bins(num_bins: int, limit: float, raw_space: bool) -> tuple[float,
 class TwoHot:
     """Two-hot encoding / expectation decoding over fixed, exactly symmetric bins.
 
-    Design §3; deviations D22 (DreamerV3 variant) and T24 (TD-MPC2 variant).
+    docs/design.md §6; deviations D22 (DreamerV3 variant) and T24 (TD-MPC2 variant).
 
     Attributes:
         bins: K bin positions in interpolation space, float32-representable Python floats,
@@ -114,7 +114,7 @@ class TwoHot:
     def dreamerv3(cls, num_bins: int = 255, limit: float = 20.0) -> TwoHot:
         """DreamerV3 bins ``symexp(linspace(-limit, limit, K))``, raw-space interpolation.
 
-        Design §3, D22: the non-negative half is computed in float64, rounded to float32
+        docs/design.md §6, D22: the non-negative half is computed in float64, rounded to float32
         and mirrored, so the set is exactly symmetric and (odd K) the middle bin is 0;
         ``bins[-1] == float32(symexp(limit))``.
         """
@@ -124,7 +124,7 @@ class TwoHot:
     def tdmpc2(cls, num_bins: int = 101, limit: float = 10.0) -> TwoHot:
         """TD-MPC2 bins ``linspace(-limit, limit, K)`` in symlog space (``vmin = -vmax``).
 
-        Design §3, T24: float64 constants rounded to float32 and mirrored; encode clips
+        docs/design.md §6, T24: float64 constants rounded to float32 and mirrored; encode clips
         ``symlog(y)`` into ``[-limit, limit]``, decode applies ``symexp`` to the expectation.
         """
         return cls(bins=_mirrored_bins(num_bins, limit, raw_space=False), transform="symlog")
@@ -151,7 +151,7 @@ class TwoHot:
     def encode(self, y: jax.Array) -> jax.Array:
         """Two-hot weights of targets ``y [...]`` -> ``[..., K]`` float32, summing to 1.
 
-        Design §3 (D22, T24). ``t = transform(y)`` is clipped to ``[bins[0], bins[-1]]``;
+        docs/design.md §6 (D22, T24). ``t = transform(y)`` is clipped to ``[bins[0], bins[-1]]``;
         ``lo`` is the last bin ``<= t`` and ``hi`` the first bin ``>= t`` (searchsorted);
         when ``t`` equals a bin exactly, ``lo == hi`` and that bin gets weight 1.0.
         Otherwise ``w_hi = (t - b_lo) / (b_hi - b_lo)`` and ``w_lo = 1 - w_hi``. At most two
@@ -186,7 +186,7 @@ class TwoHot:
     def decode_probs(self, p: jax.Array) -> jax.Array:
         """Expectation of the bins under probabilities ``p [..., K]`` -> ``[...]`` float32.
 
-        Design §3, D22/T24. Computed over mirror pairs ``(i, j = K-1-i)``, ``i < j``, as
+        docs/design.md §6, D22/T24. Computed over mirror pairs ``(i, j = K-1-i)``, ``i < j``, as
         ``sum_i (p_j - p_i) * b_j`` (the middle bin of odd K is exactly 0 and contributes
         nothing), so mirror-equal probabilities (``p_i == p_j``, e.g. uniform) give exactly
         0.0, also under ``jax.jit`` where XLA fuses the naive ``p_i*b_i + p_j*b_j`` pairs into
@@ -197,7 +197,7 @@ class TwoHot:
     def decode(self, logits: jax.Array) -> jax.Array:
         """Expected value under ``softmax(logits)``: ``[..., K]`` -> ``[...]`` float32.
 
-        Design §3 (D22, T24). Equals ``decode_probs(softmax(logits))`` up to float32
+        docs/design.md §6 (D22, T24). Equals ``decode_probs(softmax(logits))`` up to float32
         rounding, computed as ``sum_i (e_j - e_i) b_j / sum_k e_k`` with
         ``e = exp(logits - max)``: the normalisation comes after the pair differences.
         Reason: if ``p = e * (1/sum)`` is formed in the same XLA fusion as ``p_j - p_i``,
@@ -214,7 +214,7 @@ class TwoHot:
     def loss(self, logits: jax.Array, y: jax.Array) -> jax.Array:
         """Cross-entropy ``-sum_k encode(y)_k * (logits_k - logsumexp(logits))``.
 
-        Design §3. ``logits [..., K]``, ``y [...]`` -> per-element loss ``[...]`` float32.
+        docs/design.md §6. ``logits [..., K]``, ``y [...]`` -> per-element loss ``[...]`` float32.
         ``y`` is differentiable through the interpolation weights; callers stop the gradient
         of their targets, as both references do.
         """

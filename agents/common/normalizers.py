@@ -1,6 +1,6 @@
 """Percentile-based scale normalisers: TD-MPC2 ``RunningScale`` and DreamerV3 ``retnorm``.
 
-Design §3 (``normalizers``). Both normalisers track a batch percentile range with an
+docs/design.md §6 (``normalizers``). Both normalisers track a batch percentile range with an
 exponential moving average written as ``optax.incremental_update``
 (``new = step * target + (1 - step) * old``) and share one percentile helper
 (``jnp.percentile``, linear interpolation, over all elements). Deviation T25 (EMA form of
@@ -34,7 +34,7 @@ __all__ = ["ReturnNormState", "ReturnNormalizer", "RunningScale", "percentile_ra
 def percentile_range(x: jax.Array, lo_pct: float, hi_pct: float) -> tuple[jax.Array, jax.Array]:
     """The ``lo_pct`` and ``hi_pct`` percentiles of all elements of ``x`` (any shape).
 
-    Design §3. Linear interpolation between order statistics (``jnp.percentile``,
+    docs/design.md §6. Linear interpolation between order statistics (``jnp.percentile``,
     ``method="linear"``; position ``p/100 * (N-1)``), computed with one sort. Returns two
     scalars in float32.
     """
@@ -47,7 +47,7 @@ def percentile_range(x: jax.Array, lo_pct: float, hi_pct: float) -> tuple[jax.Ar
 class RunningScale:
     """TD-MPC2 ``RunningScale`` (``common/scale.py``) as a pure function of a scalar state.
 
-    Design §3, deviation T25. State: a float32 scalar ``S``, initially 1. Update with a
+    docs/design.md §6, deviation T25. State: a float32 scalar ``S``, initially 1. Update with a
     batch ``x`` (any shape; TD-MPC2 passes ``Q[0]`` of shape ``[B, 1]``):
     ``S <- incremental_update(max(1, p_hi(x) - p_lo(x)), S, tau)``, i.e.
     ``tau * target + (1 - tau) * S``. Callers update before dividing:
@@ -76,7 +76,7 @@ class RunningScale:
 class ReturnNormState:
     """DreamerV3 return-normaliser state: EMAs of the low and high return percentiles.
 
-    Design §3. ``lo``, ``hi``: float32 scalars ``[]``, both initially 0 (no debiasing).
+    docs/design.md §6. ``lo``, ``hi``: float32 scalars ``[]``, both initially 0 (no debiasing).
     """
 
     lo: jax.Array
@@ -87,7 +87,7 @@ class ReturnNormState:
 class ReturnNormalizer:
     """DreamerV3 ``retnorm`` (``impl: perc``) as pure functions of :class:`ReturnNormState`.
 
-    Design §3. Update with a batch of returns ``x`` (any shape, all elements pooled):
+    docs/design.md §6. Update with a batch of returns ``x`` (any shape, all elements pooled):
     ``lo <- incremental_update(p_lo(x), lo, rate)``, ``hi <- incremental_update(p_hi(x), hi,
     rate)``; read ``(offset, scale) = (lo, max(limit, hi - lo))``. Both EMAs start at 0 with
     no debiasing. Callers update, then read, in the same step.

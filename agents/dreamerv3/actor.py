@@ -1,7 +1,7 @@
 """DreamerV3 actor: bounded normal (continuous) or unimix one-hot (discrete) policy.
 
 Reference 2411f7d ``nets.py:486-529`` (``Dist`` ``normal`` and ``onehot``), ``agent.py:
-56-66``; notes §6. Trunk: ``actor_layers`` x (Linear -> RMSNorm -> SiLU) of the features;
+56-66``. Trunk: ``actor_layers`` x (Linear -> RMSNorm -> SiLU) of the features;
 output layers with outscale 0.01.
 
 * Continuous (``normal``): ``mean = tanh(out)``, ``std = (maxstd - minstd) sigmoid(std_raw +

@@ -1,11 +1,12 @@
 """The DreamerV3 agent: ``init`` / ``train`` / ``evaluate`` as pure functions of one seed.
 
-``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (design §6.3-§6.6).
+``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (docs/design.md §8.3-§8.6).
 Per tick:
 
-1. the row collector (dynamic mode: any episode end, design §6.5) emits one row per env;
+1. the row collector (dynamic mode: any episode end, docs/design.md §8.5) emits one row per env;
    the policy filters the observation with the carried posterior ``(deter, stoch,
-   prevact)`` and samples an action (the reference's policy always samples, notes §11);
+   prevact)`` and samples an action (the reference's policy always samples,
+   dreamerv3@2411f7d dreamerv3/agent.py:145-180);
    the acting posterior's latents travel with the row;
 2. the rows and their latents are written into the stream replay;
 3. ``Schedule.n_updates(tick)`` updates run in a ``fori_loop`` (an unbatched trip count
@@ -13,7 +14,7 @@ Per tick:
    write their trained posteriors back into the replay.
 
 Every random draw comes from the seed's key folded with the absolute tick, so a run split
-into chunks is bit-identical to an uninterrupted one. Counters (design §2): ``timestep``
+into chunks is bit-identical to an uninterrupted one. Counters (docs/design.md §3): ``timestep``
 counts rows (one per env per tick), ``env_frames`` = rows x action repeat. The logged
 training metrics are their means over the chunk's updates (the reference's ``Agg``);
 ``Train/episodic mean reward`` is the mean return of the training episodes that ended in
@@ -51,7 +52,7 @@ from envs.row_collector import RowCollector, RowCollectorState, single_env_polic
 
 @struct.dataclass
 class DreamerV3State:
-    """One seed's whole state (design §6.6)."""
+    """One seed's whole state (docs/design.md §8.6)."""
 
     train: TrainState
     collector: RowCollectorState  # policy_carry = Carry [n_envs]
@@ -120,7 +121,7 @@ class DreamerV3:
 
     def migrate(self, state: DreamerV3State, saved_env_steps: int) -> DreamerV3State:
         """A state saved for a run of ``saved_env_steps`` rows carried into this run's ring:
-        exact zero-padding of the slot axis (design §5.6, :meth:`StreamReplay.grow`)."""
+        exact zero-padding of the slot axis (docs/design.md §9.4, :meth:`StreamReplay.grow`)."""
         return state.replace(replay=self.replay.grow(state.replay))
 
     # ----------------------------------------------------------------- init
@@ -217,7 +218,7 @@ class DreamerV3:
         return state, metrics
 
     def counters(self, state: DreamerV3State) -> dict[str, jax.Array]:
-        """timestep = rows (design §2); env_frames = rows x action repeat."""
+        """timestep = rows (docs/design.md §3); env_frames = rows x action repeat."""
         rows = state.collector.rows
         return {
             "timestep": rows,
@@ -228,7 +229,7 @@ class DreamerV3:
     # -------------------------------------------------------------- evaluate
     def evaluate(self, state: DreamerV3State, key: jax.Array) -> tuple[DreamerV3State, dict]:
         """``eval_episodes`` fresh episodes in parallel with the sampling policy from a zero
-        carry (design §6.5); each env's first episode counts. Key folded with the
+        carry (docs/design.md §8.5); each env's first episode counts. Key folded with the
         evaluation count."""
         n, T = self.cfg.eval_episodes, self.env.spec.episode_length
         col = RowCollector(self.env, n, "dynamic")

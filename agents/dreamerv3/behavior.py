@@ -1,7 +1,7 @@
 """DreamerV3 imagination and the actor, critic and replay-critic losses.
 
-Reference 2411f7d ``agent.py:264-373``; notes §7, §9, §10. Settings of the paper-era code,
-fixed here (no flags): ``imag_start: all``, ``ac_grads: none``, ``slowtar: False``,
+Reference 2411f7d ``agent.py:264-373``, ``jaxutils.py:301-395,732-757``. Settings of the paper-era
+code, fixed here (no flags): ``imag_start: all``, ``ac_grads: none``, ``slowtar: False``,
 ``contdisc: True``, valnorm and advnorm off, ``replay_critic_bootstrap: imag``.
 
 * :func:`imagine`: from every posterior state (``N = B T`` starts), ``H = imag_horizon``

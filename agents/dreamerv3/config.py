@@ -1,10 +1,10 @@
-"""DreamerV3 hyperparameters: the design's surface (§6.1) as a frozen dataclass.
+"""DreamerV3 hyperparameters as a frozen dataclass (docs/design.md §8.1).
 
-Defaults are the reference's (danijar/dreamerv3 2411f7d ``dreamerv3/configs.yaml``; notes §1)
-with the field names of design §6.1. ``model_size`` fills the widths left at ``None``:
+Defaults are the reference's (danijar/dreamerv3 2411f7d ``dreamerv3/configs.yaml``)
+with the field names of docs/design.md §8.1. ``model_size`` fills the widths left at ``None``:
 with ``d = units = hidden``, ``deter = 8 d`` and ``classes = d / 16`` (``configs.yaml:149-177``
 for 12m..400m). ``1m`` (d = 64, deter 512, classes 4) exists only in the later reference code
-(notes §0, §12); at 2411f7d it is the same set of overrides. An explicit width overrides the
+(docs/design.md §8.1); at 2411f7d it is the same set of overrides. An explicit width overrides the
 preset. ``stoch`` (32) and ``blocks`` (8) do not change with size, nor do the layer counts.
 
 Reference names -> ours: ``horizon`` -> ``return_horizon`` (gamma = 1 - 1/return_horizon is

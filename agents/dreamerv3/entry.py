@@ -9,7 +9,7 @@ when a run builds it.
 
 from __future__ import annotations
 
-from agent_api import AcceleratorCost, AgentEntry, EnvRequirements
+from agent_api import AcceleratorCost, AgentEntry, AgentTables, EnvRequirements
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
 from agents.dreamerv3.cost import cpu_cost
 from agents.dreamerv3.paper import PAPER
@@ -21,19 +21,21 @@ ENTRY = AgentEntry(
     factory="agents.dreamerv3.agent:DreamerV3",
     # The stream replay takes any episode end: discrete and terminating envs run.
     requirements=EnvRequirements(),
-    # What a run costs on a CPU under the composed config (the train ratio's updates per
-    # row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
-    cpu_cost=cpu_cost,
-    # Measured with this project on one H200 (benchmarks/accelerator_check.py, the whole
-    # 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md "Accelerator
-    # check"). The 1m preset was not timed: a dry run says unknown.
-    accelerator_seconds_per_step={
-        "12m": AcceleratorCost(
-            seconds_per_step=0.0122,
-            device="one NVIDIA H200 (JAX 0.11.2), 16 envs",
-            source="benchmarks/results/accelerator_gpu_20261204 (dv3_chunk)",
-            measured_here=True,
-        )
-    },
-    paper=PAPER,
+    tables=AgentTables(
+        paper=PAPER,
+        # What a run costs on a CPU under the composed config (the train ratio's updates
+        # per row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
+        cpu_cost=cpu_cost,
+        # Measured with this project on one H200 (benchmarks/accelerator_check.py, the
+        # whole 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md
+        # "Accelerator check"). The 1m preset was not timed: a dry run says unknown.
+        accelerator_seconds_per_step={
+            "12m": AcceleratorCost(
+                seconds_per_step=0.0122,
+                device="one NVIDIA H200 (JAX 0.11.2), 16 envs",
+                source="results/accelerator_gpu_20261204 (dv3_chunk)",
+                measured_here=True,
+            )
+        },
+    ),
 )

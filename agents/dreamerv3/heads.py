@@ -1,6 +1,6 @@
 """DreamerV3 vector encoder, decoder, reward / critic (two-hot) and continue heads.
 
-Reference 2411f7d ``nets.py:223-531``; notes §3, §4, §6. Every hidden layer is Linear ->
+Reference 2411f7d ``nets.py:223-531``. Every hidden layer is Linear ->
 RMSNorm(1e-4) -> SiLU (:class:`agents.common.NormedMLP`), kernels fan-in truncated normal
 with the output layer's ``outscale`` (D23), zero biases.
 
@@ -106,7 +106,7 @@ def bernoulli_nll(logit: jax.Array, target: jax.Array) -> jax.Array:
     """``-(target log sigmoid(l) + (1 - target) log sigmoid(-l))``, elementwise.
 
     tfp ``Bernoulli.log_prob`` with logits (``softplus`` forms), soft targets allowed
-    (the continue head's ``(1 - is_terminal)(1 - 1/horizon)``, notes §7).
+    (the continue head's ``(1 - is_terminal)(1 - 1/horizon)``, ``agent.py:258-261``).
     """
     return jax.nn.softplus(logit) * (1.0 - target) + jax.nn.softplus(-logit) * target
 

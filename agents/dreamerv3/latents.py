@@ -3,12 +3,12 @@
 Reference (2411f7d): ``nets.py:207-220`` (``RSSM._logit`` unimix, ``_dist``), ``jaxutils.py:
 103-116`` (``OneHotDist`` straight-through sample), tfp's ``OneHotCategorical`` (log-prob,
 entropy, KL) and its JAX sampler (``argmax(logits + gumbel)``, tfp
-``backend/numpy/random_generators.py:95-105``). Notes §5.
+``backend/numpy/random_generators.py:95-105``).
 
 Shapes: ``logits [..., C]`` (the categorical axis last). A latent of S categoricals is
 ``[..., S, C]``; its log-prob, entropy and KL sum over S (tfp ``Independent(..., 1)``).
 
-Randomness enters as Gumbel noise of the logits' shape (design §6.2 randomness seams): the
+Randomness enters as Gumbel noise of the logits' shape (docs/design.md §8.2 randomness seams): the
 sample is ``one_hot(argmax(logits + g))``, exactly what the reference's sampler computes from
 its own draw ``g``, so recorded draws reproduce its samples (D29).
 """

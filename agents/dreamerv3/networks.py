@@ -9,7 +9,7 @@ Parameter tree (``Networks.init``)::
     {"enc", "dyn", "dec", "rew", "con", "actor", "critic"}   trained (one joint gradient)
     slow critic                                               a copy of the critic's tree
 
-Groups of the three optimizer instances (design §6.2): world model = enc, dyn, dec, rew,
+Groups of the three optimizer instances (docs/design.md §8.2): world model = enc, dyn, dec, rew,
 con; actor; critic (:data:`GROUPS`).
 """
 

@@ -1,12 +1,13 @@
-"""Map the reference's flat parameter names onto our parameter trees (parity tests, design §10).
+"""Map the reference's flat parameter names onto our parameter trees (parity tests).
 
-Reference names (2411f7d, ninjax scopes; notes §14): ``agent/<module>/<layer>/<param>`` with
-``Linear`` layers ``{kernel, bias, norm/scale}``, e.g. ``agent/enc/mlp0/kernel``,
-``agent/dyn/dyn0/norm/scale``, ``agent/dec/out_vector/out/bias``, ``agent/rew/h0/kernel``,
-``agent/critic/dist/out/kernel``, ``agent/actor/action/std/bias``. Ours (:mod:`networks`):
-stacks of hidden layers are ``mlp/dense_i`` + ``mlp/norm_i``; single RSSM layers are one-layer
-``NormedMLP``s (``dynin0/dense_0``, ``dynin0/norm_0``); output layers are ``out`` / ``std``;
-the block layer's norm is ``dyn0_norm``. Shapes are identical (both store ``[in, out]``).
+The parity tests: docs/design.md §13. Reference names (2411f7d, ninjax scopes, as the parity
+fixtures record them):
+``agent/<module>/<layer>/<param>`` with ``Linear`` layers ``{kernel, bias, norm/scale}``, e.g.
+``agent/enc/mlp0/kernel``, ``agent/dyn/dyn0/norm/scale``, ``agent/dec/out_vector/out/bias``,
+``agent/rew/h0/kernel``, ``agent/critic/dist/out/kernel``, ``agent/actor/action/std/bias``. Ours
+(:mod:`networks`): stacks of hidden layers are ``mlp/dense_i`` + ``mlp/norm_i``; single RSSM layers
+are one-layer ``NormedMLP``s (``dynin0/dense_0``, ``dynin0/norm_0``); output layers are ``out`` /
+``std``; the block layer's norm is ``dyn0_norm``. Shapes are identical (both store ``[in, out]``).
 """
 
 from __future__ import annotations

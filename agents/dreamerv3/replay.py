@@ -1,12 +1,12 @@
-"""DreamerV3 stream replay: per-env rings of rows with their posterior latents (design §6.3).
+"""DreamerV3 stream replay: per-env rings of rows with their posterior latents.
 
-Reference 2411f7d ``embodied/replay/replay.py`` (add, online queue, ``_sample``,
-``_annotate_batch``, ``update``) and ``agent.py:115-131,188-218`` (stored latents, replay
-context, write-back); notes §11.
+docs/design.md §8.3. Reference 2411f7d ``embodied/replay/replay.py`` (add, online queue,
+``_sample``, ``_annotate_batch``, ``update``) and ``agent.py:115-131,188-218`` (stored
+latents, replay context, write-back).
 
 Layout: ``n`` envs write in lockstep, one row per env per tick, row ``a`` of env ``e`` at
 slot ``a mod C`` of ``[n, C, ...]`` arrays; per row the collector's fields (obs, action,
-reward, is_first / is_last / is_terminal, design §5.2) and the posterior latents ``deter``
+reward, is_first / is_last / is_terminal, docs/design.md §5.2) and the posterior latents ``deter``
 (f32 ``[D]``) and ``stoch`` (``[S]`` class indices, uint8 when classes <= 256).
 
 Items are every fully written window of ``L = T + 1`` rows (stride 1, across episode
@@ -87,7 +87,7 @@ class StreamReplay:
 
     @classmethod
     def rows_for(cls, n_envs: int, replay_capacity: int, run_rows: int, batch: int, T: int) -> int:
-        """Ring rows per env for a run of ``run_rows`` rows in all (design §6.3, D27)."""
+        """Ring rows per env for a run of ``run_rows`` rows in all (docs/design.md §8.3, D27)."""
         per_env = min(math.ceil(replay_capacity / n_envs), math.ceil(run_rows / n_envs))
         return max(per_env, T + math.ceil(batch / n_envs))
 
@@ -222,7 +222,8 @@ class StreamReplay:
     def grow(self, state: ReplayState) -> ReplayState:
         """A state of a ring with fewer rows per env carried into this ring by zero-padding
         its slot axis: exact when the smaller ring has not wrapped (row ``a`` at slot ``a``),
-        which holds for a ring sized by a shorter run that it has not outlived (§5.6)."""
+        which holds for a ring sized by a shorter run that it has not outlived (docs/design.md
+        §9.4)."""
         have = state.obs.shape[1]
         if have > self.capacity:
             raise ValueError(

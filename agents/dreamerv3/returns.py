@@ -1,7 +1,7 @@
 """λ-returns of imagined trajectories and of replayed sequences (the replay critic's target).
 
 Reference 2411f7d ``agent.py:320-326`` (imagination) and ``agent.py:352-371`` (replay
-critic, ``replay_critic_bootstrap: imag``); notes §7. Written as the reference's backward
+critic, ``replay_critic_bootstrap: imag``). Written as the reference's backward
 recursions, unrolled over the (short, static) time axis with the same operation order, so
 float32 results agree to rounding.
 """

@@ -1,7 +1,7 @@
 """DreamerV3 RSSM: block GRU core, posterior (observe) and prior (imagine) steps.
 
 Reference 2411f7d ``nets.py:16-220`` (``RSSM``, cell ``blockgru``) and ``nets.py:638-701``
-(``BlockLinear``); notes §5. One step at a time over a batch; the callers scan over time.
+(``BlockLinear``). One step at a time over a batch; the callers scan over time.
 
 State ("latent"): ``deter [B, D]`` float32 and ``stoch [B, S, C]`` one-hot (straight-through).
 Features for every head: ``concat(deter, flatten(stoch))`` (:func:`features`).

@@ -1,7 +1,7 @@
 """The DreamerV3 update schedule: the reference's train gate and ``when.Ratio`` per tick.
 
-Reference 2411f7d ``embodied/run/train.py:26-28,80-91`` and ``embodied/core/when.py:26-42``
-(notes §11). The reference numbers transitions: every env of every vector step increments
+Reference 2411f7d ``embodied/run/train.py:26-28,80-91`` and ``embodied/core/when.py:26-42``.
+The reference numbers transitions: every env of every vector step increments
 the step counter, adds its row to replay and then calls ``train_step``, which returns while
 the replay holds fewer than ``batch_size`` items and otherwise runs ``Ratio(step)`` updates.
 ``Ratio`` returns 1 on its first call (step ``s0``) and afterwards keeps the cumulative count
@@ -12,7 +12,7 @@ env order), so the gate is the first transition after which the items (every ful
 window of ``batch_length + 1`` rows, per env ``rows - batch_length``) number at least
 ``batch_size``, and ``n_updates(i)`` is the closed form's difference between the ends of
 ticks ``i`` and ``i - 1``. All of it is integer arithmetic on the absolute, unbatched tick
-(a static trip count under the seed vmap, design §5.3). The updates of a tick run after all
+(a static trip count under the seed vmap, docs/design.md §2.4). The updates of a tick run after all
 of its rows are added (deviation D34); the closed form is exact where the reference's float
 ``prev`` is (deviation D26).
 """

@@ -2,7 +2,7 @@
 
 Reference 2411f7d + 29eb964 ``agent.py:145-218`` (``policy``, ``train``), ``agent.py:413-420``
 (loss combination), ``jaxutils.py:398-550`` (optimizer), ``jaxutils.py:737-757`` (slow
-critic); notes §7-§11. Design §6.2.
+critic); docs/design.md §8.2.
 
 :func:`train_step` = one forward pass and ONE ``jax.value_and_grad`` of the total loss
 ``sum_k scale_k mean(loss_k)`` over the world model, actor and critic at their pre-update
@@ -11,7 +11,7 @@ write-back latents all come from that forward); then three LaProp instances (wor
 actor, critic; equal to one optimizer over all modules) and the slow-critic update
 (hard copy after the first step, then a 0.02 EMA, with the post-step critic).
 
-Randomness enters only as arrays (design §6.2 seams): :class:`TrainNoise` and
+Randomness enters only as arrays (docs/design.md §8.2 seams): :class:`TrainNoise` and
 :class:`PolicyNoise`, drawn by :func:`draw_train_noise` / :func:`draw_policy_noise`.
 
 Deviations: D29 (draws as arrays from JAX keys), D32 (outputs returned in the same call, not
@@ -102,7 +102,7 @@ class Carry:
 
 def make_optimizer(nets: Networks) -> optax.GradientTransformation:
     """The reference's three optimizer instances (world model, actor, critic: one LaProp
-    each, the config's settings, design §6.2) over :func:`by_group` trees; all three step on
+    each, the config's settings, docs/design.md §8.2) over :func:`by_group` trees; all three step on
     the one joint gradient."""
     c = nets.cfg
     one = dict(

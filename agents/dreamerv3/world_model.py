@@ -1,7 +1,7 @@
 """DreamerV3 world-model pass over a replayed batch: posterior rollout and its losses.
 
 Reference 2411f7d + 29eb964 ``agent.py:188-262`` (replay context, ``loss`` replay rollout),
-``nets.py:53-110`` (``observe``, ``loss``); notes §5, §7, §11.
+``nets.py:53-110`` (``observe``, ``loss``).
 
 Batch layout (:class:`Batch`): ``B`` sequences of ``T + 1`` rows; row 0 is the replay context
 (its stored latent starts the rollout, its action is the first previous action: the 29eb964
@@ -17,7 +17,7 @@ Per-element losses ``[B, T]`` (unscaled; :func:`world_model_losses`):
 * ``cont``: Bernoulli cross-entropy of the soft label ``(1 - is_terminal) (1 - 1/horizon)``;
 * ``dyn = max(KL(sg(post) || prior), free)``, ``rep = max(KL(post || sg(prior)), free)``,
   summed over the S latents, the prior recomputed from the posterior ``deter`` WITHOUT a stop
-  gradient (so the dyn loss also trains the GRU core, notes §17).
+  gradient (so the dyn loss also trains the GRU core, ``nets.py:99``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """The TD-MPC2 agent: ``init`` / ``train`` / ``evaluate`` as pure functions of one seed.
 
-``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (design §4.4,
-ARCHITECTURE.md). Per tick:
+``train(state, ticks)`` is one ``lax.scan`` over absolute tick indices (docs/design.md §7.4,
+§2.4). Per tick:
 
 1. the static row collector emits one row per env: uniform random actions during the
    seed phase, the MPPI planner (vmapped over envs, warm-start mean carried per env)
    afterwards; the hold tick resets every env;
 2. the rows are written into the episode buffer;
 3. ``Schedule.n_updates(tick)`` updates run in a ``fori_loop`` (unbatched trip count
-   under the seed vmap, design §5.3), each on a fresh uniform batch.
+   under the seed vmap, docs/design.md §2.4), each on a fresh uniform batch.
 
 Every random draw is derived from the seed's key folded with the absolute tick, so a run
 split into chunks (``train(s, arange(0, k))`` then ``train(s, arange(k, n))``) is
@@ -45,7 +45,7 @@ from envs.row_collector import RowCollector, RowCollectorState, single_env_polic
 
 @struct.dataclass
 class TDMPC2State:
-    """One seed's whole state (design §4.5)."""
+    """One seed's whole state (docs/design.md §7.5)."""
 
     train: TDMPC2TrainState
     collector: RowCollectorState  # policy_carry = prev_mean [n_envs, H, A]
@@ -69,7 +69,7 @@ class TDMPC2:
     def __post_init__(self) -> None:
         spec = self.env.spec
         try:
-            REQUIREMENTS.check(spec, "TD-MPC2 (paper code; design §4.4, §8)")
+            REQUIREMENTS.check(spec, "TD-MPC2 (paper code; docs/design.md §7.4)")
         except ValueError as err:
             raise ValueError(
                 f"{err}; pick a continuous-control DMC task (e.g. pendulum, walker_walk)"
@@ -145,8 +145,8 @@ class TDMPC2:
 
     def export_dataset(self, states: Any, seeds: Sequence[int], source: Mapping[str, Any]):
         """Host: every committed episode of each seed's ring, in collection order, seeds
-        in turn, as a one-task :class:`~agents.tdmpc2.dataset.MultiTaskDataset` (design
-        §7). ``states`` is seed-batched (NumPy leaves). Raises ValueError if a ring has
+        in turn, as a one-task :class:`~agents.tdmpc2.dataset.MultiTaskDataset` (docs/design.md
+        §7.6). ``states`` is seed-batched (NumPy leaves). Raises ValueError if a ring has
         evicted episodes (the dataset would not be the run's full history)."""
         from agents.tdmpc2.dataset import TaskInfo, from_episodes, pool_tasks
 
@@ -255,7 +255,8 @@ class TDMPC2:
         return state, metrics
 
     def counters(self, state: TDMPC2State) -> dict[str, jax.Array]:
-        """timestep = agent env steps; env_frames = env steps x action repeat (design §2)."""
+        """timestep = agent env steps; env_frames = env steps x action repeat (docs/design.md
+        §3)."""
         steps = state.collector.env_steps
         return {
             "timestep": steps,

@@ -1,14 +1,14 @@
-"""The TD-MPC2 episode buffer: a ring of rounds of fixed-length episodes (design §4.4).
+"""The TD-MPC2 episode buffer: a ring of rounds of fixed-length episodes (docs/design.md §7.4).
 
 Layout: ``R`` rounds x ``n_envs`` episode slots, each ``T + 1`` obs-aligned rows (the
-row collector's static mode, design §5.2): ``obs [R*n, T+1, O]``, ``action [R*n, T+1, A]``
+row collector's static mode, docs/design.md §5.2): ``obs [R*n, T+1, O]``, ``action [R*n, T+1, A]``
 (row k holds the action chosen at obs k; 0 on the last row), ``reward [R*n, T+1]`` (row k
 holds the reward received on entering obs k; 0 on row 0).
 
 Round ``r = tick // (T+1)`` is written in place, row ``tick % (T+1)``, into ring round
 ``r mod R``; it is *committed* (sampleable) once its hold tick has passed. One round is
 always the staging round, so ``R = ceil(capacity / (T * n_envs)) + 1`` with capacity =
-``min(buffer_size, total env steps of the run)`` (design §5.6). Eviction is FIFO by
+``min(buffer_size, total env steps of the run)`` (docs/design.md §9.4). Eviction is FIFO by
 round. The reference keeps ``min(buffer_size, steps) // T`` episodes (b67b21c
 ``common/buffer.py:40``); we keep at least as many (deviation T30).
 
@@ -58,7 +58,7 @@ class EpisodeBuffer:
     def for_run(
         cls, T: int, n_envs: int, obs_size: int, action_size: int, buffer_size: int, env_steps: int
     ) -> EpisodeBuffer:
-        """Size the ring for a run of ``env_steps`` total agent steps (design §5.6)."""
+        """Size the ring for a run of ``env_steps`` total agent steps (docs/design.md §9.4)."""
         capacity = max(1, min(buffer_size, env_steps))
         rounds = math.ceil(capacity / (T * n_envs)) + 1
         return cls(T, n_envs, obs_size, action_size, max(rounds, 2))

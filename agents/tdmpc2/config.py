@@ -1,6 +1,6 @@
-"""TD-MPC2 hyperparameters: the design's surface (§4.1) as a frozen dataclass.
+"""TD-MPC2 hyperparameters as a frozen dataclass (docs/design.md §7.1).
 
-Defaults are the reference's (b67b21c ``tdmpc2/config.yaml``; notes §1). ``model_size``
+Defaults are the reference's (b67b21c ``tdmpc2/config.yaml``). ``model_size``
 fills the widths left at ``None`` from the reference presets
 (``tdmpc2/common/__init__.py:1-24``); an explicit width overrides the preset. Values the
 reference derives from the environment are resolved by :meth:`TDMPC2Config.resolve`:
@@ -9,7 +9,7 @@ reference derives from the environment are resolved by :meth:`TDMPC2Config.resol
 * ``seed_steps`` = max(1000, 5 T) (``common/parser.py:61``),
 * ``iterations`` + 2 when the action dim is >= 20 (``tdmpc2/tdmpc2.py:30``),
 
-with T the episode length in agent steps (design §2). Static (shape-determining) fields:
+with T the episode length in agent steps (docs/design.md §3). Static (shape-determining) fields:
 every width, ``num_q``, ``simnorm_dim``, ``num_bins``, ``horizon``, ``batch_size``,
 ``iterations``, ``num_samples``, ``num_elites``, ``num_pi_trajs``.
 """

@@ -1,4 +1,4 @@
-"""Offline multi-task datasets: the schema of design §7, pooling, checks, files.
+"""Offline multi-task datasets: the schema of docs/design.md §7.6, pooling, checks, files.
 
 Schema (every array NumPy; ``N`` episodes, ``L = max_i T_i + 1`` rows, obs-aligned as the
 single-task ring, :mod:`agents.tdmpc2.buffer`):

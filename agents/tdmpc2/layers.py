@@ -1,4 +1,4 @@
-"""TD-MPC2 layers and numerics of the world model (notes §2; reference ``common/layers.py``).
+"""TD-MPC2 layers and numerics of the world model (tdmpc2@5f6fade ``tdmpc2/common/layers.py``).
 
 ``MLPHead`` (NormedLinear stack + output layer, optional SimNorm output), ``simnorm``, the
 torch-matching ``tanh`` and ``rounded``, parameter counting and the zero-init of output

@@ -1,20 +1,22 @@
-"""TD-MPC2 multi-task mechanisms (design §7; notes §7), reached through task-context hooks.
+"""TD-MPC2 multi-task mechanisms (docs/design.md §7.6), reached through task-context hooks.
 
 The single-task code (:mod:`agents.tdmpc2.world_model`, :mod:`~agents.tdmpc2.update`,
 :mod:`~agents.tdmpc2.planner`) takes an optional ``task`` argument, a :class:`TaskContext`;
 ``None`` (the default) is the single-task computation, unchanged. This module holds what the
-hooks call, and imports the single-task code (never the other way round). Reference: 5f6fade
-``tdmpc2/common/world_model.py`` (``wm.py`` below), ``tdmpc2/tdmpc2.py``,
+hooks call, and imports the single-task code (never the other way round; the context
+type the hooks take lives in :mod:`agents.tdmpc2.task_context`, which both import).
+Reference: 5f6fade ``tdmpc2/common/world_model.py`` (``wm.py`` below), ``tdmpc2/tdmpc2.py``,
 ``envs/wrappers/multitask.py``; line numbers are 5f6fade's.
 
 * :class:`TaskSet`: the static task set (names, obs dims, action dims, episode lengths) and
   its float32 discount table from the reference heuristic, one discount per task
   (``tdmpc2.py:32-34,36-49``), the prefix action masks (``wm.py:21-23``) and the padded
   sizes ``O_max`` / ``A_max`` (``envs/wrappers/multitask.py:17-27``).
-* :class:`TaskContext`: the task ids of a batch ``[B]`` (or of one env ``[]``) with their
-  action masks ``[..., A_max]`` and discounts. It embeds inputs (``wm.py:78-91``: the row
-  ``task_emb[id]`` appended to the encoder input ``[obs, e]``, to pi's ``[z, e]`` and to the
-  dynamics / reward / Q input before the action, ``[z, e, a]``), masks pi's mean, log-std
+* :class:`TaskContext` (:mod:`agents.tdmpc2.task_context`, re-exported here): the task
+  ids of a batch ``[B]`` (or of one env ``[]``) with their action masks ``[..., A_max]``
+  and discounts. It embeds inputs (``wm.py:78-91``: the row ``task_emb[id]`` appended to
+  the encoder input ``[obs, e]``, to pi's ``[z, e]`` and to the dynamics / reward / Q
+  input before the action, ``[z, e, a]``), masks pi's mean, log-std
   and noise and the planner's candidates, mean and std (``wm.py:136-140``,
   ``tdmpc2.py:145-146,160-162``), scales the policy log-prob by the task's number of valid
   action dims (``wm.py:140,144``) and renormalises the embedding rows it looks up.
@@ -23,7 +25,7 @@ hooks call, and imports the single-task code (never the other way round). Refere
   clip (``tdmpc2.py:21-27``); the target Q has none (it reads the online table). The
   reference's ``nn.Embedding(max_norm=1)`` renormalises, *in place*, every row it looks up
   whose norm exceeds 1 (``w *= 1 / (|w| + 1e-7)``, torch's ``embedding_renorm_``). We do
-  that once at each of the two look-ups where it can change the table (notes §7):
+  that once at each of the two look-ups where it can change the table (``wm.py:20,78-91``):
   ``encode(obs[1:])`` before the TD target, and ``pi(zs)`` after the world-model Adam step,
   before the policy loss; :func:`agents.tdmpc2.update.update` writes both results back into
   the state. Between them the rows are already within the ball, so the reference's other
@@ -42,17 +44,17 @@ hooks call, and imports the single-task code (never the other way round). Refere
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.multitask_config import TASK_DIM
-from agents.tdmpc2.world_model import TASK_EMB, WorldModel
+from agents.tdmpc2.task_context import RENORM_EPS, TaskContext, renorm_rows
+from agents.tdmpc2.world_model import WorldModel
 
 __all__ = [
     "TASK_DIM",
@@ -63,10 +65,9 @@ __all__ = [
     "pad_action",
     "pad_obs",
     "reference_task_dim",
+    "RENORM_EPS",
     "renorm_rows",
 ]
-
-RENORM_EPS = 1e-7  # torch ``embedding_renorm_``: scale = max_norm / (norm + 1e-7)
 
 
 def heuristic_discount(
@@ -216,7 +217,7 @@ def pad_obs(obs: Any, obs_max: int) -> Any:
 
 def pad_action(action: Any, action_max: int) -> Any:
     """``action [..., A_i] -> [..., A_max]`` with zeros on the invalid dims (the dataset
-    layout, design §7; the env uses the prefix ``action[:A_i]``)."""
+    layout, docs/design.md §7.6; the env uses the prefix ``action[:A_i]``)."""
     return _pad_last(action, action_max)
 
 
@@ -226,60 +227,3 @@ def _pad_last(x: Any, size: int) -> Any:
     if n > size:
         raise ValueError(f"last dim {n} exceeds the padded size {size}")
     return xp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, size - n)])
-
-
-# ------------------------------------------------------------------------------ renorm
-def renorm_rows(table: jax.Array, ids: jax.Array, max_norm: float = 1.0) -> jax.Array:
-    """torch ``embedding_renorm_`` (what ``nn.Embedding(max_norm=1)`` does at a look-up):
-    every row of ``table [T, D]`` whose index occurs in ``ids`` (any shape) and whose L2
-    norm exceeds ``max_norm`` is scaled by ``max_norm / (norm + 1e-7)``; other rows are
-    unchanged. (torch computes the scale in float64 and rounds it to float32; here it is
-    float32: at most one rounding step apart.)"""
-    looked_up = jnp.zeros(table.shape[:1], bool).at[jnp.reshape(ids, (-1,))].set(True)
-    norm = jnp.sqrt(jnp.sum(jnp.square(table), axis=-1))
-    scale = jnp.where(looked_up & (norm > max_norm), max_norm / (norm + RENORM_EPS), 1.0)
-    return table * scale[:, None]
-
-
-# ------------------------------------------------------------------------------ context
-@struct.dataclass
-class TaskContext:
-    """Task ids and what they select, for the single-task code's ``task`` hooks.
-
-    Attributes:
-        ids: int32 ``[*S]``: ``[B]`` for an update batch (shared by every time step),
-            ``[]`` for one env's planning decision.
-        action_mask: float32 ``[*S, A_max]``, the tasks' prefix masks.
-        discount: float32 ``[*S]``, the tasks' discounts.
-
-    Leading shapes broadcast right-aligned: an input ``[H, B, D]`` with ids ``[B]`` gets the
-    same embedding row at every time step (``wm.py:87-88``).
-    """
-
-    ids: jax.Array
-    action_mask: jax.Array
-    discount: jax.Array
-
-    @property
-    def n_valid(self) -> jax.Array:
-        """float32 ``[*S, 1]``: the number of valid action dims, the policy log-prob's
-        scale (``wm.py:140``)."""
-        return jnp.sum(self.action_mask, axis=-1, keepdims=True)
-
-    def embedding(self, params: Mapping[str, Any]) -> jax.Array:
-        """The looked-up rows ``params["task_emb"][ids]`` ``[*S, task_dim]``."""
-        return jnp.take(params[TASK_EMB], self.ids, axis=0)
-
-    def embed(self, params: Mapping[str, Any], x: jax.Array) -> jax.Array:
-        """``x [..., D] -> concat([x, e], -1) [..., D + task_dim]`` (``wm.py:78-91``)."""
-        e = self.embedding(params)
-        e = jnp.broadcast_to(e, (*x.shape[:-1], e.shape[-1]))
-        return jnp.concatenate([x, e], axis=-1)
-
-    def mask(self, x: jax.Array) -> jax.Array:
-        """``x [..., A_max] * action_mask`` (broadcast right-aligned)."""
-        return x * self.action_mask
-
-    def renorm(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """``params`` with the looked-up embedding rows renormalised (:func:`renorm_rows`)."""
-        return {**params, TASK_EMB: renorm_rows(params[TASK_EMB], self.ids)}

@@ -1,5 +1,6 @@
-"""The offline multi-task run's config (design §7): TD-MPC2's plus the dataset's. No JAX here
-(the launcher's entry imports it to resolve a config)."""
+"""The offline multi-task run's config: TD-MPC2's plus the dataset's (docs/design.md §7.6).
+
+No JAX here (the launcher's entry imports it to resolve a config)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Offline multi-task TD-MPC2 (design §7; reference ``trainer/offline_trainer.py`` @5f6fade,
-notes §8): one agent over a task set, trained from a pooled dataset without acting.
+"""Offline multi-task TD-MPC2 (docs/design.md §7.6; reference ``trainer/offline_trainer.py:41-92``
+@5f6fade): one agent over a task set, trained from a pooled dataset without acting.
 
 ``train(state, ticks, data)`` is one ``lax.scan`` with one update per tick (``n_timesteps``
 counts updates, as the reference's ``steps``): a batch of ``batch_size`` (1024 in the
@@ -88,7 +88,7 @@ def load_dataset(cfg: MultiTaskConfig) -> MultiTaskDataset:
 
 @dataclasses.dataclass(frozen=True)
 class TDMPC2MultiTask:
-    """Offline TD-MPC2 on the task set ``env`` (``envs.task_sets.TaskSetEnv`` or anything with
+    """Offline TD-MPC2 on the task set ``env`` (``envs.task_set_env.TaskSetEnv`` or anything with
     ``names`` and ``member_env(i)``) for ``total_env_steps`` updates.
 
     ``data`` (optional) is an in-memory dataset; by default ``cfg.dataset`` is loaded.
@@ -175,7 +175,7 @@ class TDMPC2MultiTask:
         return state
 
     def counters(self, state: OfflineState) -> dict[str, jax.Array]:
-        """timestep = env_frames = updates (no env is stepped, design §7)."""
+        """timestep = env_frames = updates (no env is stepped, docs/design.md §7.6)."""
         return {
             "timestep": state.tick,
             "env_frames": state.tick,

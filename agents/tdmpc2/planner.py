@@ -1,7 +1,7 @@
-"""TD-MPC2's MPPI planner for one environment, pure and jittable (design §4.3).
+"""TD-MPC2's MPPI planner for one environment, pure and jittable (docs/design.md §7.3).
 
 Paper-era semantics (5f6fade ``tdmpc2/tdmpc2.py:94-171``; the planner is the same at b67b21c,
-notes §0 and §4). Line numbers below are 5f6fade's:
+docs/design.md §1). Line numbers below are 5f6fade's:
 
 1. ``z = encode(obs)``; P = ``num_pi_trajs`` policy trajectories: ``a_t = pi(z_t).sample``,
    ``z_{t+1} = next(z_t, a_t)`` for t < H (``tdmpc2.py:120-126``). They are drawn
@@ -12,7 +12,7 @@ notes §0 and §4). Line numbers below are 5f6fade's:
    ``clamp(mean + std * eps, -1, 1)``; the value of each of the N candidates is
    ``sum_t gamma^t r_hat(z_t, a_t) + gamma^H * avg of 2 online Q members at
    (z_H, pi(z_H).sample)`` (``_estimate_value``, ``:94-103``) with Q dropout active
-   (notes §2.6), NaN -> 0; the top-K elites get scores ``softmax(temperature * V)``;
+   (docs/design.md §7.2), NaN -> 0; the top-K elites get scores ``softmax(temperature * V)``;
    ``mean`` and the (biased) ``std`` are their score-weighted moments, ``std`` clamped to
    ``[min_std, max_std]``.
 4. The executed action is the first action of one elite drawn from the last iteration's
@@ -20,12 +20,12 @@ notes §0 and §4). Line numbers below are 5f6fade's:
    unless ``eval_mode`` (``:168-171``), clamped to ``[-1, 1]``. The last iteration's ``mean``
    is the next decision's warm start (``self._prev_mean``, ``:167``).
 
-Randomness seam (design §4.2): every random draw of one decision is an explicit array of
+Randomness seam (docs/design.md §7.2): every random draw of one decision is an explicit array of
 :class:`PlanNoise`, produced by :func:`draw_plan_noise`, so tests can inject the reference's
 recorded draws. Deviations: T40 (only the drawn Q pair is evaluated), T41 (elite draw by a
 float32 inverse CDF of one uniform), T42 (``lax.top_k`` tie order).
 
-Multi-task (design §7; ``tdmpc2.py:102,145-146,160-162``): :func:`plan` and
+Multi-task (docs/design.md §7.6; ``tdmpc2.py:102,145-146,160-162``): :func:`plan` and
 :func:`estimate_value` take an optional ``task``, the env's
 :class:`~agents.tdmpc2.multitask.TaskContext` (a scalar task id); ``None`` (the default) is the
 single-task computation, unchanged. With a context the heads read the task embedding (its row
@@ -190,7 +190,7 @@ def estimate_value(
     5f6fade ``_estimate_value`` (``tdmpc2.py:94-103``): ``G = sum_t gamma^t
     decode(reward(z_t, a_t))``, ``z_{t+1} = next(z_t, a_t)``, plus ``gamma^H`` times the mean
     of the online Q members ``q_pair [2]`` at ``(z_H, pi(z_H, terminal_eps [N, A]).sample)``,
-    dropout keyed by ``dropout_key`` (notes §2.6). Only the drawn pair is evaluated (T40).
+    dropout keyed by ``dropout_key`` (docs/design.md §7.2). Only the drawn pair is evaluated (T40).
     ``gamma^t`` is the Python float64 product, rounded to float32 when applied, as the
     reference's ``discount *= self.discount``. NaNs are *not* replaced here (see ``plan``).
     Multi-task: gamma is the task's float32 discount and its powers float32 products, as the
@@ -243,7 +243,7 @@ def plan(
     eval_mode: bool,
     task: TaskContext | None = None,
 ) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
-    """One MPPI decision for one env (module docstring; notes §4; design §4.3).
+    """One MPPI decision for one env (module docstring; docs/design.md §7.3).
 
     Args:
         wm: the world model (static; only its pure methods are called).

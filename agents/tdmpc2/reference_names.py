@@ -1,7 +1,7 @@
 """Map the reference's ``state_dict`` names onto our world-model parameter tree.
 
-Used by the parity tests (design §10). Reference layout (``common/world_model.py:24-31``,
-``common/layers.py``; notes §2): every head is an ``nn.Sequential`` of ``NormedLinear`` hidden
+Used by the parity tests (docs/design.md §13). Reference layout (``common/world_model.py:24-31``,
+``common/layers.py`` at 5f6fade): every head is an ``nn.Sequential`` of ``NormedLinear`` hidden
 layers (``{i}.weight [out, in]``, ``{i}.bias``, ``{i}.ln.weight``, ``{i}.ln.bias``) and an output
 layer ``{n}.weight``/``{n}.bias`` (plus ``{n}.ln.*`` for the SimNorm heads). Heads:
 ``_encoder.state.``, ``_dynamics.``, ``_reward.``, ``_pi.`` (multi-task: also

@@ -1,4 +1,6 @@
-"""The static TD-MPC2 update schedule: arithmetic on the absolute, unbatched tick (design §4.4).
+"""The static TD-MPC2 update schedule: arithmetic on the absolute, unbatched tick.
+
+docs/design.md §7.4.
 
 Ticks follow the static row collector: episode ``e`` occupies ticks ``e*(T+1) ..
 e*(T+1)+T``; phase ``T`` is the hold tick (no env step), every other tick is a stepping

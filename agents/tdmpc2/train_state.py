@@ -1,4 +1,4 @@
-"""TD-MPC2 learner state and its optimizers (design §4.2; notes §3).
+"""TD-MPC2 learner state and its optimizers (docs/design.md §7.2).
 
 Holds :class:`TDMPC2TrainState` (parameters, target Q, the two optimizer states, the
 RunningScale value, the stale policy-gradient norm, the update count), its constructors
@@ -9,9 +9,9 @@ optimizers (:func:`make_optimizers`, ``tdmpc2/tdmpc2.py:21-28`` at b67b21c; iden
 
 The target Q starts as a copy of the online Q (the reference's deepcopy,
 ``world_model.py:31``). The world-model clip also sees the previous update's post-clip policy
-gradient (the reference's stale ``_pi`` grads, notes §3 step 6), carried as the scalar
-``pi_grad_sq``. Deviations (``docs/deviations.md``): T3 (stale policy-gradient norm carried as
-a scalar; torch-formula clips applied before the optax Adam).
+gradient (the reference's stale ``_pi`` grads, tdmpc2@5f6fade tdmpc2/tdmpc2.py:184,271), carried as
+the scalar ``pi_grad_sq``. Deviations (``docs/deviations.md``): T3 (stale policy-gradient norm
+carried as a scalar; torch-formula clips applied before the optax Adam).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TD-MPC2 update as a pure, jittable function (design §4.2; notes §3).
+"""TD-MPC2 update as a pure, jittable function (docs/design.md §7.2).
 
 Reproduces ``TDMPC2.update`` / ``update_pi`` / ``_td_target`` of the reference
 (``tdmpc2/tdmpc2.py:169-286`` at b67b21c; identical at 5f6fade) step by step:
@@ -13,18 +13,19 @@ Reproduces ``TDMPC2.update`` / ``update_pi`` / ``_td_target`` of the reference
    ``total = 20 consistency + 0.1 reward + 0.1 value``.
 4. Gradient of ``total`` w.r.t. encoder, dynamics, reward and Q; clipped with torch's
    ``clip_grad_norm_`` formula whose total norm also contains the *previous* update's
-   post-clip policy gradient (the reference's stale ``_pi`` grads, notes §3 step 6; carried as
-   the scalar ``pi_grad_sq``); Adam (eps 1e-8), encoder lr x ``enc_lr_scale``.
+   post-clip policy gradient (the reference's stale ``_pi`` grads, tdmpc2@5f6fade
+   tdmpc2/tdmpc2.py:184,271; carried as the scalar ``pi_grad_sq``); Adam (eps 1e-8), encoder lr x
+   ``enc_lr_scale``.
 5. Policy loss on the detached pre-step latents ``zs`` with fresh ``noise.eps_pi`` and the
    *post-step* online Q (mean of members ``noise.pair_pi``, dropout pass 2, no gradient to Q);
    RunningScale updated with ``q[0]`` then used to divide; ``mean_t rho^t mean_B(
    entropy_coef log_pi - q)`` over ``t = 0..H``; clip (torch formula) and Adam (eps ``pi_eps``).
 6. Target-Q EMA ``target <- lerp(target, q, tau)`` with the post-step Q.
 
-Randomness enters only through :class:`UpdateNoise` (design §4.2 randomness seams). Jit with
+Randomness enters only through :class:`UpdateNoise` (docs/design.md §7.2 randomness seams). Jit with
 ``jax.jit(update, static_argnums=(0, 1, 5))`` (``wm``, ``cfg``, ``return_grads``).
 
-Multi-task (design §7): every function here takes an optional ``task``, a
+Multi-task (docs/design.md §7.6): every function here takes an optional ``task``, a
 :class:`~agents.tdmpc2.multitask.TaskContext` of the batch's task ids ``[B]``; ``None`` (the
 default) is the single-task computation, unchanged. With a context the heads read the task
 embedding, the TD target uses the per-task discounts, the embedding is renormalised (max norm
@@ -77,7 +78,8 @@ __all__ = [
 # ---------------------------------------------------------------------------------- noise
 @struct.dataclass
 class UpdateNoise:
-    """Every random draw of one update (notes §3.3), as explicit arrays.
+    """Every random draw of one update (tdmpc2@5f6fade tdmpc2/common/world_model.py:134,170), as
+    explicit arrays.
 
     Attributes:
         eps_td: ``[H, B, A]`` N(0, 1), the TD-target policy sample (``tdmpc2.py:214``).
@@ -219,9 +221,10 @@ def policy_loss(
 
     ``q_params``: the (post-step) online Q ensemble, stop-gradiented; ``eps [H+1, B, A]``;
     ``pair [2]``: members averaged. The RunningScale is updated with ``q[0]`` (``[B, 1]``)
-    before dividing (notes §3.2). Returns ``(loss, aux)`` with aux ``q_scale`` (new value),
-    ``log_pi [H+1, B, 1]``. Multi-task: ``task_emb [num_tasks, T_d]`` (the post-step table,
-    renormed) is read by pi and Q stop-gradiented (5f6fade ``track_q_grad(False)``).
+    before dividing (tdmpc2@5f6fade tdmpc2/tdmpc2.py:188-189). Returns ``(loss, aux)`` with aux
+    ``q_scale`` (new value), ``log_pi [H+1, B, 1]``. Multi-task: ``task_emb [num_tasks, T_d]`` (the
+    post-step table, renormed) is read by pi and Q stop-gradiented (5f6fade
+    ``track_q_grad(False)``).
     """
     cfg = wm.cfg
     zs = jax.lax.stop_gradient(zs)

@@ -1,7 +1,7 @@
 """TD-MPC2 implicit world model as pure functions over a flat parameter tree.
 
-Design §4.1/§4.2; reference ``tdmpc2/common/world_model.py`` and ``common/layers.py``
-(b67b21c, agent identical to 5f6fade; notes §2). Multi-task models (``num_tasks > 0``) add a
+docs/design.md §7.1/§7.2; reference ``tdmpc2/common/world_model.py`` and ``common/layers.py``
+(b67b21c, agent identical to 5f6fade). Multi-task models (``num_tasks > 0``) add a
 task embedding; the heads then take a ``task`` context (:mod:`agents.tdmpc2.multitask`), and
 without one (the default) compute exactly the single-task model.
 
@@ -31,8 +31,8 @@ Init (``world_model.py:29-31``, ``init.py``): every kernel N(0, 0.02^2) (torch's
 ``trunc_normal_`` bounds are +-100 sigma, so untruncated), biases 0, LayerNorm scale 1 / bias 0;
 the reward output kernel and every Q member's output kernel are then set to 0.
 
-Q dropout (notes §2.6): at the reference commits the ensemble's dropout is active in *every* Q
-evaluation (target pass included). Here it is active iff a ``dropout_key`` is passed and
+Q dropout (docs/design.md §7.2): at the reference commits the ensemble's dropout is active in
+*every* Q evaluation (target pass included). Here it is active iff a ``dropout_key`` is passed and
 ``cfg.dropout > 0``; each member's mask uses ``fold_in(dropout_key, member_id)``, so evaluating
 a subset of members gives exactly the corresponding slice of the all-members evaluation.
 """
@@ -42,7 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import flax
 import jax
@@ -58,16 +58,11 @@ from agents.tdmpc2.layers import (
     tanh,
     zero_out_kernel,
 )
-
-if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
-    from agents.tdmpc2.multitask import TaskContext
+from agents.tdmpc2.task_context import TASK_EMB, TaskContext
 
 __all__ = ["TASK_EMB", "MLPHead", "WorldModel", "count_params", "rounded", "simnorm", "tanh"]
 
 Params = dict[str, Any]
-
-# key of the multi-task embedding table in the world-model parameters (design §7)
-TASK_EMB = "task_emb"
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -81,7 +76,7 @@ def _za(params: Mapping[str, Any], z: jax.Array, a: jax.Array, task: TaskContext
 
 @dataclasses.dataclass(frozen=True)
 class WorldModel:
-    """TD-MPC2 world model (notes §2, design §4.2); hashable, usable as a static jit argument.
+    """TD-MPC2 world model (docs/design.md §7.2); hashable, usable as a static jit argument.
 
     Attributes:
         cfg: a *resolved* :class:`TDMPC2Config` (widths filled in).
@@ -223,9 +218,9 @@ class WorldModel:
         network). Inputs ``z [..., L]``, ``a [..., A]`` are shared by all members (reference
         ``Ensemble``, ``layers.py:7-27``: vmap over stacked params). Dropout (rate
         ``cfg.dropout``, first hidden layer, before its LayerNorm) is on iff ``dropout_key`` is
-        given and the rate is > 0; member ``m`` uses ``fold_in(dropout_key, m)`` (notes §2.6).
-        Multi-task: the input is ``[z, e, a]`` with the online embedding ``params["task_emb"]``
-        (the target network has none of its own).
+        given and the rate is > 0; member ``m`` uses ``fold_in(dropout_key, m)`` (docs/design.md
+        §7.2). Multi-task: the input is ``[z, e, a]`` with the online embedding
+        ``params["task_emb"]`` (the target network has none of its own).
         """
         qs = params["qs"]
         num_q = self.cfg.num_q
@@ -286,7 +281,7 @@ class WorldModel:
         task: TaskContext | None = None,
     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
         """Policy prior ``(tanh mu [..., A], tanh(mu + eps*sigma) [..., A], log_pi [..., 1],
-        log_std [..., A])`` (``world_model.py:122-148``, ``math.py:13-45``; notes §2.4).
+        log_std [..., A])`` (``world_model.py:122-148``, ``math.py:13-46`` at 5f6fade).
 
         ``eps [..., A]`` is the N(0, 1) noise (randomness seam). ``log_std = lo + 0.5 (hi - lo)
         (tanh(raw) + 1)``; ``log_pi = (sum_d(-eps^2/2 - log_std) - log(2 pi)/2) * A -

@@ -1,4 +1,4 @@
-"""Fresh auto-reset wrapper (design §5.2, deviation E20)."""
+"""Fresh auto-reset wrapper (docs/design.md §5.2, deviation E20)."""
 
 from __future__ import annotations
 

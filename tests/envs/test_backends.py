@@ -1,4 +1,4 @@
-"""Facts of the three backends behind envs.make (design §2, §5.1)."""
+"""Facts of the three backends behind envs.make (docs/design.md §3, §5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Action mapping agent units <-> env units (design §5.1)."""
+"""Action mapping agent units <-> env units (docs/design.md §5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probe envs (design §8): fixed length, never terminate, known rewards and values."""
+"""Probe envs (docs/design.md §5.4): fixed length, never terminate, known rewards and values."""
 
 from __future__ import annotations
 

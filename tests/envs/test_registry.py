@@ -1,4 +1,4 @@
-"""Registry: ids, errors, and the smoke test over every registered env (design §5.1).
+"""Registry: ids, errors, and the smoke test over every registered env (docs/design.md §5.1).
 
 The smoke test builds every id, checks that ``envs.facts`` (static tables) agrees with
 the built spec, and runs reset + SMOKE_STEPS random steps in ONE jitted function per env

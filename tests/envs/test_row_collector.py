@@ -1,4 +1,4 @@
-"""Row collector (design §5.2): exact row streams on a counter env, both modes, and
+"""Row collector (docs/design.md §5.2): exact row streams on a counter env, both modes, and
 the same contracts on gymnax (CartPole, with terminations) and Playground."""
 
 import jax

@@ -48,4 +48,5 @@ def test_mt30_dmc19_is_mt30s_dmc_part_on_playground():
     assert all(envs.backend_of(i) == "playground" for i in MT30_DMC19)
     assert all(k == 2 for _, k in TASK_SETS["mt30_dmc19"])
     f = envs.facts("mt30_dmc19")
-    assert (f.obs_size, f.action_size, f.episode_length) == (24, 6, 500)  # notes §7: O_max 24
+    # O_max 24 (walker), A_max 6, T 500
+    assert (f.obs_size, f.action_size, f.episode_length) == (24, 6, 500)

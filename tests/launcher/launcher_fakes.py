@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from agent_api import AgentEntry, EnvRequirements, bounded
+from agent_api import AgentEntry, AgentTables, EnvRequirements, bounded
 from envs.core import EnvSpec
 
 
@@ -55,6 +55,8 @@ class FakeConfig:
     hold_file: str = ""  # train calls from tick hold_at on wait (<= 120 s) for this file
     hold_at: int = 0  # (a launch kept running, or stopped inside a chunk, while a test acts)
     idle_steps: int = 0  # no update for the first steps: Train/loss is NaN in such a chunk
+    # A hyperparameter added in one edit (issue 31): no YAML names it (the schema is this class).
+    momentum: float = bounded(0.9, low=0, high=1, high_open=True, why="1 never forgets")
 
 
 @struct.dataclass
@@ -196,7 +198,7 @@ FAKE_ENTRY = AgentEntry(
     model_sizes={"fake_1": 1},
     factory="launcher_fakes:FakeAgent",
     requirements=EnvRequirements(continuous_actions=True),
-    cpu_seconds_per_step={1: 1e-4},
+    tables=AgentTables(cpu_seconds_per_step={1: 1e-4}),
 )
 ENTRY_PATH = "launcher_fakes:FAKE_ENTRY"
 

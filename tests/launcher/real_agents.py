@@ -66,7 +66,7 @@ def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str, *, refere
     one row reported off-protocol (its protocol differs from the paper's) with the run's
     provenance, and the figure and tables written; every launch recorded its provenance.
     ``reference``: the paper curve reaches back to the run's last x (interpolated)."""
-    from launcher.report import main
+    from analysis.cli import main
 
     assert main([str(run_dir), "--compare", "paper"]) == 0
     table = json.loads((run_dir / "plots" / "paper_verdict.json").read_text())

@@ -1,4 +1,4 @@
-"""The acceptance rule (launcher.acceptance) on synthetic curves: pass, fail at the bar's
+"""The acceptance rule (analysis.acceptance) on synthetic curves: pass, fail at the bar's
 edge, off-protocol, missing seeds, no reference, and the rule over tasks (80%, median and
 mean within 50)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import acceptance as acc
+from analysis import acceptance as acc
 
 BUDGET = 4_000_000
 X = list(range(0, BUDGET + 1, 100_000))  # TD-MPC2's evaluation grid

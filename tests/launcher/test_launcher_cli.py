@@ -10,12 +10,12 @@ from pathlib import Path
 
 import jax
 import pytest
-from launcher_fakes import FAKE_CLI
+from launcher_fakes import FAKE_CLI, one_error_line
 
+from analysis.cli import main as report_main
 from launcher.cli import check_overrides, compose_spec, main
 from launcher.errors import ConfigError
 from launcher.evaluate import main as evaluate_main
-from launcher.report import main as report_main
 from launcher.rundir import RunDir
 
 ROOT = Path(__file__).parents[2]
@@ -35,6 +35,7 @@ BATTERY = [
     (["+agent.foo=1"], "agent.foo: unknown key; valid keys: enc_dim"),
     (["agent.mlp_dim=abc"], "agent.mlp_dim: expected int or null, got 'abc' (str)"),
     (["agent.horizon=2.5"], "agent.horizon: expected int, got 2.5 (float)"),
+    (["agent.learning_rate=inf"], "agent.learning_rate: expected a finite float, got inf"),
     (["agent.dropout=2"], "agent.dropout: 2.0 is outside the valid range [0, 1]"),
     (["agent.num_elites=1000"], "agent: num_elites must not exceed num_samples"),
     (["agent.batch_size=0"], "agent.batch_size: 0 is outside the valid range [1, inf]"),
@@ -83,6 +84,8 @@ BATTERY = [
     (["+allow_long_cpu_run=maybe"], "allow_long_cpu_run: expected bool, got 'maybe' (str)"),
     (["allow_long_cpu_run=true"], "a run-control key, given with a leading '+': +allow_long"),
     (["+stop_after_chunks=x"], "stop_after_chunks: expected int or null, got 'x' (str)"),
+    (["+from_artifact=latest"], "from_artifact: 'latest' is not a W&B artifact reference"),
+    (["logger.checkpoint_artifact=true"], "logger.checkpoint_artifact: needs W&B, but logger"),
     # the plug-in entry (agent.entry) and a YAML-only agent (tests/launcher/fake_conf)
     (["agent.entry=nomodule:X"], "agent.entry: cannot load 'nomodule:X' (No module named"),
     (["agent.entry=nocolon"], "agent.entry: cannot load 'nocolon' ('nocolon' is not an import"),
@@ -155,6 +158,25 @@ def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, mo
 def test_at_least_40_cases():
     assert len(BATTERY) >= 40
     assert len({case_id(a) for a, _ in BATTERY}) == len(BATTERY)
+
+
+def test_one_edit_adds_a_hyperparameter(capsys, tmp_path, monkeypatch):
+    """``FakeConfig.momentum`` is one line of launcher_fakes.py (type, default, bound); no
+    YAML names it, yet the command line sets it, ``--cfg job`` prints it and its bound
+    and type refuse bad values with one line each."""
+    monkeypatch.chdir(tmp_path)
+    base = [*FAKE, "protocol=smoke", "env=pendulum", "logger=disabled"]
+    assert compose_spec(base).agent.momentum == 0.9
+    assert compose_spec([*base, "agent.momentum=0.5"]).agent.momentum == 0.5
+    code, out, _ = run_main(["--cfg", "job", *base, "agent.momentum=0.25"], capsys)
+    assert code == 0 and "momentum: 0.25" in out
+    for value, fragment in [
+        ("1", "agent.momentum: 1.0 is outside the valid range [0, 1) (1 never forgets)"),
+        ("abc", "agent.momentum: expected float, got 'abc' (str)"),
+    ]:
+        code, _, err = run_main([*base, f"agent.momentum={value}"], capsys)
+        assert code == 2 and fragment in one_error_line(err)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_changed_config_into_the_same_run_dir_exits_2(capsys, tmp_path):

@@ -1,4 +1,4 @@
-"""``python -m launcher.report ... --compare paper`` (launcher.compare) on synthetic run
+"""``python -m launcher.report ... --compare paper`` (analysis.compare) on synthetic run
 directories: an on-protocol TD-MPC2 run judged against the committed paper curves, an
 off-protocol one reported with the differing keys, a DreamerV3 2-task sweep directory
 (grid figure, table rows, verdict), and bad input. The real-run case is in the CLI smokes
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher import paper_curves
-from launcher.compare import compare, registered_identity
-from launcher.report import main
+from analysis import paper_curves
+from analysis.cli import main
+from analysis.compare import compare, registered_identity
 
 TDMPC2 = {"name": "tdmpc2", "entry": "agents.tdmpc2.entry:ENTRY"}  # a composed agent section
 PROVENANCE = {
@@ -142,7 +142,7 @@ def test_bad_input_is_one_error_and_exit_2(tmp_path, capsys, case):
 
 
 def test_wandb_gets_the_reference_line(tmp_path):
-    from launcher.compare import wandb_reference_rows
+    from analysis.paper_line import wandb_reference_rows
     from launcher.schema import LoggerSpec
     from launcher.wandb_logger import WandbRuns
 
@@ -174,8 +174,8 @@ def test_a_short_run_logs_the_paper_only_up_to_its_end(tmp_path, monkeypatch):
     import numpy as np
     from launcher_fakes import launch
 
-    import launcher.loggers
-    from launcher.compare import wandb_reference_rows
+    import analysis.paper_line
+    from analysis.paper_line import wandb_reference_rows
 
     # the published walker curve for a 40-step smoke: 2 rows (0 and 100K), not 41 to 4M
     rows = wandb_reference_rows(TDMPC2, "walker_walk", 2, upto_frames=80)
@@ -189,7 +189,7 @@ def test_a_short_run_logs_the_paper_only_up_to_its_end(tmp_path, monkeypatch):
         logged.append(wandb_reference_rows(*args, **kwargs))
         return logged[-1]
 
-    monkeypatch.setattr(launcher.loggers, "wandb_reference_rows", spy)
+    monkeypatch.setattr(analysis.paper_line, "wandb_reference_rows", spy)
     launch(
         tmp_path / "run",
         env={"action_repeat": 2},
@@ -200,14 +200,14 @@ def test_a_short_run_logs_the_paper_only_up_to_its_end(tmp_path, monkeypatch):
 
 
 def test_markdown_lists_the_first_three_differences():
-    from launcher.compare import _short
+    from analysis.compare import _short
 
     assert _short("a; b; c; d; e") == "a; b; c; +2 more (paper_table.csv)"
     assert _short("a; b") == "a; b" and _short("") == ""
 
 
 def test_short_run_figure_shows_the_reference_up_to_its_length():
-    from launcher.compare import reference_line
+    from analysis.compare import reference_line
 
     ref = paper_curves.curve(TDMPC2, "reacher_easy")
     assert reference_line(ref, 12_000).x == [0, 100_000]  # up to the first point past it

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
+import pathlib
+import pickle
 
 import pytest
 import yaml
@@ -15,11 +17,11 @@ import envs
 from agent_api import AgentEntry, load
 from launcher.build import compatible_envs, precheck
 from launcher.cli import check_overrides, compose, compose_all, compose_spec, group_options
-from launcher.coerce import coerce
 from launcher.config import resolve
 from launcher.errors import ConfigError
 from launcher.identity import composed_hash, diff, identity
-from launcher.schema import Protocol, RunSpec
+from launcher.schema import EnvSpecConfig, LoggerSpec, Protocol, RunSpec
+from launcher.structured import build_dataclass
 
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
 DREAMERV3 = load("agents.dreamerv3.entry:ENTRY")
@@ -74,10 +76,10 @@ def test_conf_tree_matches_the_registries():
     protocols = {"quick", "smoke", "learning_check", "paper", "offline"}
     assert set(group_options("protocol")) == protocols
     assert set(group_options("logger")) == {"offline", "online", "disabled", "tensorboard"}
-    for entry in found.values():
+    for entry in found.values():  # every settable field is in the composed section
         surface = {f.name for f in dataclasses.fields(entry.config_cls)}
-        yaml_keys = set(agent_yaml(entry.name))
-        assert yaml_keys == surface - set(entry.launcher_fields) | {"name", "entry"}, entry.name
+        keys = set(agent_yaml(entry.name))
+        assert keys == surface - set(entry.launcher_fields) | {"name", "entry"}, entry.name
 
 
 @pytest.mark.parametrize("protocol", ["quick", "smoke", "learning_check", "paper"])
@@ -100,15 +102,6 @@ def test_protocol_files_hold_only_protocol_settings():
         assert set(data) <= {"protocol", "env"}, name  # env: smoke's short episodes
         assert set(data.get("env", {})) <= {"episode_length"}, name
         assert "defaults" not in data, name
-
-
-@pytest.mark.parametrize("entry", [TDMPC2, MULTITASK, DREAMERV3], ids=lambda e: e.name)
-def test_agent_yaml_defaults_are_the_config_defaults(entry):
-    defaults = entry.config_cls()
-    for key, value in agent_yaml(entry.name).items():
-        if key not in ("name", "entry"):
-            want = getattr(defaults, key)
-            assert value == (list(want) if isinstance(want, tuple) else want), key
 
 
 def test_every_valid_combination_resolves(base_config, env_sections):
@@ -212,23 +205,107 @@ def test_sweeps_expand_into_validated_jobs():
         assert env_id in compatible_envs(TDMPC2)
 
 
-def test_coerce_types():
-    assert coerce("k", 3, float) == 3.0 and isinstance(coerce("k", 3, float), float)
-    assert coerce("k", 1e6, int) == 1_000_000
-    assert coerce("k", None, int | None) is None
-    assert coerce("k", [1, 2], tuple[int, ...]) == (1, 2)
-    for value, hint in [
-        (True, int),
-        ("3", int),
-        (2.5, int),
-        (1, bool),
-        ("x", float),
-        (float("nan"), float),
-        ([1, "a"], tuple[int, ...]),
-        (3, str),
+# Run names of configs launched before the schema moved into the dataclasses: a run
+# started then resumes now (launcher.identity hashes the composed sections).
+PINNED_RUN_NAMES = {
+    "agent=tdmpc2 protocol=quick": "tdmpc2-pendulum-quick-8a48964980",
+    "agent=dreamerv3 protocol=smoke": "dreamerv3-pendulum-smoke-bd395c3b09",
+    "agent=dreamerv3 protocol=paper": "dreamerv3-walker_walk-paper-492219ba2a",
+    "agent=tdmpc2_multitask env=mt3_cpu protocol=offline": (
+        "tdmpc2_multitask-mt3_cpu-offline-ab6090d922"
+    ),
+    "protocol=quick agent.buffer_size=15000": "tdmpc2-pendulum-quick-800dda3537",
+    "protocol=quick protocol.seeds=[1,2] model_size=tdmpc2_1": "tdmpc2-pendulum-quick-41f5df7ed5",
+    "agent=dreamerv3 protocol=smoke agent.train_ratio=8.0": "dreamerv3-pendulum-smoke-5485733662",
+    "protocol=smoke callbacks.eval_metrics=[a.b:c]": "tdmpc2-pendulum-smoke-46aa3c3d7d",
+}
+
+
+def test_run_names_are_pinned():
+    jobs = [line.split() for line in PINNED_RUN_NAMES]
+    names = [compose_spec(job).run_name for job in jobs]
+    assert dict(zip(PINNED_RUN_NAMES, names, strict=True)) == PINNED_RUN_NAMES
+
+
+def _restated(cls: type, data: dict) -> list[str]:
+    """The keys of ``data`` whose value is ``cls``'s default."""
+    defaults = {
+        f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    }
+    return [k for k, v in data.items() if k in defaults and v == defaults[k]]
+
+
+def test_yaml_files_restate_no_default():
+    """Defaults live once, in the dataclasses (Hydra's schema): conf/ holds presets."""
+    conf = importlib.resources.files("conf")
+    found = []
+    for group, cls in [("env", EnvSpecConfig), ("logger", LoggerSpec), ("protocol", Protocol)]:
+        for path in sorted(pathlib.Path(str(conf / group)).rglob("*.yaml")):
+            data = yaml.safe_load(path.read_text()) or {}
+            if group == "protocol":  # @package _global_: protocol (and smoke's env) keys
+                found += [
+                    f"{path.name}: env.{k}" for k in _restated(EnvSpecConfig, data.get("env", {}))
+                ]
+                data = data["protocol"]
+            found += [f"{group}/{path.name}: {k}" for k in _restated(cls, data)]
+    for entry in (TDMPC2, MULTITASK, DREAMERV3):
+        data = yaml.safe_load((conf / "agent" / f"{entry.name}.yaml").read_text())
+        found += [f"agent/{entry.name}.yaml: {k}" for k in _restated(entry.config_cls, data)]
+    assert not found
+
+
+def test_cfg_job_prints_every_default():
+    """The composed agent section holds every settable field with its default."""
+    cfg = OmegaConf.to_container(compose(["agent=dreamerv3"]).agent)
+    defaults = dataclasses.asdict(DREAMERV3.config_cls())
+    for key in set(defaults) - set(DREAMERV3.launcher_fields):
+        want = defaults[key]
+        assert cfg[key] == (list(want) if isinstance(want, tuple) else want), key
+    assert set(cfg) - set(defaults) == {"name", "entry"}
+
+
+def test_a_composed_config_pickles():
+    """Hydra's submitit launcher pickles the config and the ConfigStore for its jobs: the
+    schema classes pickle by name and a fresh process rebuilds them from it."""
+    import launcher.structured as structured
+
+    cfg = compose(["protocol=smoke", "agent.horizon=4"], hydra_node=True)
+    data = pickle.dumps(cfg)
+    del vars(structured)[OmegaConf.get_type(cfg.agent).__name__]  # as in a fresh process
+    back = pickle.loads(data)
+    assert back == cfg and back.agent.horizon == 4
+    with pytest.raises(Exception, match="could not be converted to Integer"):
+        back.agent.horizon = "x"  # still typed
+
+
+def test_the_schema_checks_types_and_keys():
+    """Plain mappings (a stored run.json, a test's config) are checked by OmegaConf against
+    the same schema Hydra composes with (launcher.structured)."""
+    p = build_dataclass(
+        Protocol, {"name": "t", "seeds": [1, 2], "n_timesteps": 10, "log_frequency": 5}, "protocol"
+    )
+    assert p.seeds == (1, 2) and p.eval_episodes == 10 and p.shard_seeds is True
+    base = {"name": "t", "seeds": [0], "n_timesteps": 10, "log_frequency": 5}
+    for change, fragment in [
+        ({"n_timesteps": "3"}, None),  # OmegaConf converts a numeric string
+        ({"n_timesteps": 2.5}, "protocol.n_timesteps: expected int, got 2.5 (float)"),
+        ({"eval_at_start": "maybe"}, "protocol.eval_at_start: expected bool, got 'maybe'"),
+        ({"seeds": [1, "a"]}, "protocol.seeds"),
+        ({"seeds": 3}, "protocol.seeds: expected a list of int, got 3 (int); write a list"),
+        ({"n_timestep": 3}, "protocol.n_timestep: unknown key; did you mean n_timesteps?"),
+        ({"name": None}, "protocol.name"),
     ]:
-        with pytest.raises(ConfigError, match=r"^key(\[1\])?: expected"):
-            coerce("key", value, hint)
+        data = {**base, **change}
+        if fragment is None:
+            build_dataclass(Protocol, data, "protocol")
+            continue
+        with pytest.raises(ConfigError) as err:
+            build_dataclass(Protocol, data, "protocol")
+        assert str(err.value).startswith(fragment), err.value
+    with pytest.raises(ConfigError, match="^protocol.n_timesteps: missing"):
+        build_dataclass(Protocol, {"name": "t", "seeds": [0], "log_frequency": 5}, "protocol")
 
 
 def test_dataclasses_are_frozen_and_typed():

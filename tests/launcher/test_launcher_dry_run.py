@@ -22,14 +22,14 @@ PAPER_JOB_HOURS = 2_000_000 * 3 * 0.0145 / 3600
 
 
 def test_only_measured_figures_are_declared():
-    (td,) = TDMPC2.accelerator_seconds_per_step.values()
-    (dv3,) = DREAMER.accelerator_seconds_per_step.values()
-    assert list(TDMPC2.accelerator_seconds_per_step) == [5]  # not 19 (not timed)
-    assert list(DREAMER.accelerator_seconds_per_step) == ["12m"]  # not 1m
+    (td,) = TDMPC2.tables.accelerator_seconds_per_step.values()
+    (dv3,) = DREAMER.tables.accelerator_seconds_per_step.values()
+    assert list(TDMPC2.tables.accelerator_seconds_per_step) == [5]  # not 19 (not timed)
+    assert list(DREAMER.tables.accelerator_seconds_per_step) == ["12m"]  # not 1m
     for cost in (td, dv3):
         assert cost.measured_here and "H200" in cost.device
-        assert "benchmarks/results/accelerator_gpu_20261204" in cost.source
-    assert MULTITASK.accelerator_seconds_per_step == {}
+        assert "results/accelerator_gpu_20261204" in cost.source
+    assert MULTITASK.tables.accelerator_seconds_per_step == {}
 
 
 def test_a_tdmpc2_paper_job_is_24_accelerator_hours():

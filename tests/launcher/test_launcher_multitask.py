@@ -1,4 +1,4 @@
-"""The launcher with the offline multi-task agent (``agent=tdmpc2_multitask``, design §7).
+"""The launcher with the offline multi-task agent (``agent=tdmpc2_multitask``, docs/design.md §7.6).
 
 In process, on the probe task set (``env=probe_tasks``: two probes, T 20) with a synthetic
 dataset: a smoke run trains and evaluates every task, its train program takes the dataset

@@ -1,7 +1,8 @@
-"""launcher.report on synthetic run dirs: env-frame x axis (and agent steps), eval
-markers, the seeds' spread band, reference curves, errors and the CLI; the levels
-(random policy, solved, the paper's final score), the y-range and the panels' notes
-(launcher.plotting, launcher.levels); several runs overlaid (launcher.overlay)."""
+"""analysis.report (``python -m launcher.report``) on synthetic run dirs: env-frame x axis
+(and agent steps), eval markers, the seeds' spread band, reference curves, errors and the
+CLI; the levels (random policy, solved, the paper's final score), the y-range and the
+panels' notes (analysis.plotting, analysis.levels); several runs overlaid
+(analysis.overlay)."""
 
 from __future__ import annotations
 
@@ -10,22 +11,22 @@ from pathlib import Path
 
 import pytest
 
-from envs.returns import episode_returns
-from launcher import paper_curves
-from launcher.errors import ConfigError
-from launcher.overlay import overlay_panels, run_labels
-from launcher.plotting import overlay_figure, y_limits
-from launcher.report import (
+from analysis import paper_curves
+from analysis.cli import main
+from analysis.overlay import overlay_panels, run_labels
+from analysis.plotting import overlay_figure, y_limits
+from analysis.report import (
     BAND_LABEL,
     build_figure,
     load_curves,
     load_reference,
-    main,
     mean_curve,
     panel_series,
     plot_run,
     spread_band,
 )
+from envs.returns import episode_returns
+from launcher.errors import ConfigError
 
 TRAIN, EVAL = "Train/episodic mean reward", "Eval/episodic mean reward"
 

@@ -22,12 +22,12 @@ from launcher_fakes import (
     tree_digest,
 )
 
+from analysis.cli import main as report_main
+from analysis.report import plot_run
 from launcher.callbacks import Callbacks
 from launcher.config import resolve
 from launcher.errors import ConfigError
 from launcher.evaluate import evaluate_run
-from launcher.report import main as report_main
-from launcher.report import plot_run
 from launcher.run import TIMING_KEYS
 from launcher.rundir import read_metrics
 from launcher.summary import summary
@@ -65,7 +65,7 @@ def test_chunks_metrics_and_no_recompilation(base):
     assert all(len(r["Eval/episode returns"]) == 2 for r in evals)
     # per-seed files differ (independent seeds)
     assert metric_rows(base.run_dir, 0) != metric_rows(base.run_dir, 1)
-    # the replay-like leaf is sized by the run's total length (design §5.6)
+    # the replay-like leaf is sized by the run's total length (docs/design.md §9.4)
     assert base.state.buffer.shape == (2, 60)
     stored = json.loads((base.run_dir / "run.json").read_text())
     assert stored["config_hash"] == base.spec.config_hash
@@ -265,6 +265,68 @@ def test_callbacks_run_at_their_phases(tmp_path):
     rows = metric_rows(result.run_dir, 1)
     assert [r.get("custom/double") for r in rows if r["kind"] == "train"] == [20, 40]
     assert [r.get("custom/eval_chunk") for r in rows if r["kind"] == "eval"] == [2]
+
+
+REFERENCE = [{"timestep": 0.0, "Paper/x (mean)": 1.5}, {"timestep": 20.0, "Paper/x (mean)": 2.5}]
+
+
+def hook_reference(spec):
+    CALLS.append(("reference_rows", spec.env.id))
+    return REFERENCE
+
+
+def hook_run_end_fails(run_dir):
+    raise RuntimeError("no figure today")
+
+
+def hook_run_end(run_dir):
+    CALLS.append(("run_end", Path(run_dir).name))
+    out = Path(run_dir) / "plots" / "mine.txt"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text("mine")
+    return out
+
+
+def test_output_hooks_give_the_reference_rows_and_the_runs_figure(tmp_path, caplog):
+    """The seam the analysis package plugs into: ``reference_rows`` reaches the loggers
+    (TensorBoard's paper run), ``run_end`` makes the run's figure; a failing one warns."""
+    from launcher.tensorboard_logger import event_files
+
+    CALLS.clear()
+    mod = __name__
+    with caplog.at_level(logging.WARNING, logger="launcher"):
+        result = launch(
+            tmp_path / "run",
+            plot=True,
+            protocol={"n_timesteps": 20, "eval_at_start": False},
+            logger={"mode": "disabled", "tensorboard": True, "progress": False},
+            callbacks={
+                "reference_rows": [f"{mod}:hook_reference"],
+                "run_end": [f"{mod}:hook_run_end_fails", f"{mod}.hook_run_end"],
+            },
+        )
+    assert CALLS == [("reference_rows", "probe_constant_reward"), ("run_end", "run")]
+    assert result.plot == tmp_path / "run" / "plots" / "mine.txt"
+    assert "no figure today" in caplog.text
+    assert event_files(tmp_path / "run" / "tensorboard" / "paper")
+    assert not (tmp_path / "run" / "plots" / "learning_curves.png").exists()  # replaced
+
+
+def test_output_hooks_default_to_analysis_and_are_not_the_runs_identity():
+    from launcher.cli import compose_spec
+    from launcher.identity import identity
+    from launcher.schema import CallbackSpec
+
+    spec = compose_spec(["agent=tdmpc2", "protocol=smoke"])  # conf/config.yaml's defaults
+    assert spec.callbacks == CallbackSpec()
+    assert spec.callbacks.reference_rows == ("analysis.paper_line:paper_rows",)
+    assert spec.callbacks.run_end == ("analysis.report:plot_run",)
+    base = resolve(fake_config())
+    off = resolve(fake_config(callbacks={"reference_rows": [], "run_end": []}))
+    assert off.callbacks.run_end == () and off.run_name == base.run_name
+    assert identity(off) == identity(base) and "run_end" not in identity(base)["callbacks"]
+    hooked = resolve(fake_config(callbacks={"post_update": [f"{__name__}:hook_post_update"]}))
+    assert hooked.run_name != base.run_name  # a hook that changes what is logged still counts
 
 
 def test_callbacks_refuse_other_phases_and_bad_paths():

@@ -37,10 +37,10 @@ from test_launcher_usage import (
     train_rows,
 )
 
+from analysis.cli import main as report_main
 from launcher.cli import check_overrides, group_options
 from launcher.errors import ConfigError
 from launcher.evaluate import main as evaluate_main
-from launcher.report import main as report_main
 
 
 # --------------------------------------- 6. completion, the script, Ctrl-C, shadowing

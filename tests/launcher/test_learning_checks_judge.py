@@ -1,4 +1,5 @@
-"""benchmarks/learning_checks.py's DreamerV3 judge and table on hand-written metric rows.
+"""The DreamerV3 learning checks' judge and table (analysis.learning_check, printed by
+benchmarks/learning_checks.py) on hand-written metric rows.
 
 The judge decides issue 10's acceptance from a launcher run dir; these rows are small
 enough to compute each statistic by hand (values chosen exact in binary floating point).
@@ -11,9 +12,8 @@ import math
 from pathlib import Path
 
 import pytest
-from launcher_fakes import benchmark_script
 
-checks = benchmark_script("learning_checks")
+from analysis import learning_check as checks
 
 
 def write_run(run_dir: Path, evals: dict[int, list[float]], train_return=None) -> Path:

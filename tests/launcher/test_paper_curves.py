@@ -1,5 +1,5 @@
 """The agents' committed paper tables (``agents/<agent>/paper_curves.json``, declared by
-their entries' ``PaperReference``) and their loader and rebuild (launcher.paper_curves).
+their entries' ``PaperReference``) and their loader and rebuild (analysis.paper_curves).
 
 Spot values are the published ones; the regeneration test rebuilds each table from the
 source files shipped in reference_results/ (README there: provenance, licences). Pure numpy:
@@ -21,7 +21,7 @@ import pytest
 import envs
 from agents.dreamerv3.entry import ENTRY as DREAMERV3
 from agents.tdmpc2.entry import ENTRY as TDMPC2
-from launcher import paper_curves as pc
+from analysis import paper_curves as pc
 
 SRC = Path(__file__).resolve().parents[2] / "reference_results"  # shipped with the repo
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "dreamerv3_paper_dmc.yaml"
@@ -63,24 +63,24 @@ def test_spot_values_and_counts(curves):
 def test_task_maps_match_registry_and_sweep(curves):
     registry = set(envs.list_envs())
     for name, entry in ENTRIES.items():
-        mapping = entry.paper.tasks
+        mapping = entry.tables.paper.tasks
         assert set(mapping.values()) <= registry
         assert sorted(mapping.values()) == curves[name].tasks()
         assert {curves[name].curve(e).reference_task for e in mapping.values()} == set(mapping)
-    absent = TDMPC2.paper.no_counterpart
+    absent = TDMPC2.tables.paper.no_counterpart
     assert len(absent) == 17 and not {t.replace("-", "_") for t in absent} & registry
-    assert not set(absent) & set(TDMPC2.paper.tasks)
+    assert not set(absent) & set(TDMPC2.tables.paper.tasks)
     assert curves["tdmpc2"].no_counterpart() == list(absent)
     assert curves["dreamerv3"].no_counterpart() == []
     sweep_map = dict(re.findall(r"^#\s+(dmc_\w+) -> (\w+)$", SWEEP.read_text(), re.MULTILINE))
-    assert sweep_map == DREAMERV3.paper.tasks
+    assert sweep_map == DREAMERV3.tables.paper.tasks
 
 
 @pytest.mark.parametrize(
     ("agent", "env_id"), [("dreamerv3", "walker_walk"), ("tdmpc2", "cartpole_swingup_sparse")]
 )
 def test_mean_band_and_window_means(curves, agent, env_id):
-    raw = json.loads(pc.table_path(ENTRIES[agent].paper).read_text())
+    raw = json.loads(pc.table_path(ENTRIES[agent].tables.paper).read_text())
     seeds = raw["tasks"][env_id]["seeds"]
     xs = {int(s): np.array(c["x"]) for s, c in seeds.items()}
     ys = {int(s): np.array(c["y"]) for s, c in seeds.items()}
@@ -140,20 +140,20 @@ def _fake_src(root: Path) -> Path:
     """A minimal source tree: 1 seed per task of the scores file, 2 per CSV (one short)."""
     records = [
         {"task": t, "method": "dreamerv3", "seed": 0, "xs": [10000.0, 20000.0], "ys": [1.0, 2.5]}
-        for t in DREAMERV3.paper.tasks
+        for t in DREAMERV3.tables.paper.tasks
     ]
     (root / "dreamerv3").mkdir(parents=True)
-    (root / DREAMERV3.paper.files).write_bytes(gzip.compress(json.dumps(records).encode()))
+    (root / DREAMERV3.tables.paper.files).write_bytes(gzip.compress(json.dumps(records).encode()))
     (root / "tdmpc2").mkdir()
     rows = "step,reward,seed\n3900000,7.5,2\n0,0.0,2\n4000000,9.0,1\n0,0.5,1\n"
-    for t in (*TDMPC2.paper.tasks, "dog-run"):
+    for t in (*TDMPC2.tables.paper.tasks, "dog-run"):
         (root / "tdmpc2" / f"{t}.csv").write_text(rows)
     return root
 
 
 def test_build_on_a_fake_source(tmp_path, capsys):
     src = _fake_src(tmp_path / "src")
-    table = pc.build(TDMPC2.paper, src)
+    table = pc.build(TDMPC2.tables.paper, src)
     assert table["format"] == 1 and len(table["sources"]) == 22
     walker = table["tasks"]["walker_walk"]
     assert walker["budget_env_frames"] == 4_000_000
@@ -161,7 +161,7 @@ def test_build_on_a_fake_source(tmp_path, capsys):
         "1": {"x": [0, 4000000], "y": [0.5, 9.0]},
         "2": {"x": [0, 3900000], "y": [0.0, 7.5]},
     }
-    seed0 = pc.build(DREAMERV3.paper, src)["tasks"]["cup_catch"]["seeds"]["0"]
+    seed0 = pc.build(DREAMERV3.tables.paper, src)["tasks"]["cup_catch"]["seeds"]["0"]
     assert seed0 == {"x": [10000, 20000], "y": [1.0, 2.5]}
     assert all(type(v) is int for v in seed0["x"])
     out = tmp_path / "curves.json"
@@ -196,7 +196,7 @@ def test_bad_input_is_one_error_line_exit_2(tmp_path, capsys, args):
 def test_committed_table_is_a_rebuild_of_the_sources(agent):
     if not SRC.is_dir():
         pytest.skip(f"reference sources not present at {SRC}: regeneration not checked")
-    ref = ENTRIES[agent].paper
+    ref = ENTRIES[agent].tables.paper
     raw = json.loads(pc.table_path(ref).read_text())
     for rel, digest in raw["sources"].items():
         assert hashlib.sha256((SRC / rel).read_bytes()).hexdigest() == digest, rel

@@ -1,4 +1,4 @@
-"""Oracle tests for agents/common/blocks.py (design §3, D23).
+"""Oracle tests for agents/common/blocks.py (docs/design.md §6, D23).
 
 Initializer statistics are checked against closed-form moments of the (truncated) normal;
 layers against float64 NumPy forward passes written from the formulas.

@@ -1,4 +1,4 @@
-"""Oracle tests for agents/common/distributional.py (design §3, D22, T24).
+"""Oracle tests for agents/common/distributional.py (docs/design.md §6, D22, T24).
 
 The oracles are float64 NumPy transcriptions of the formulas in the design, written
 independently of the implementation (explicit loops over bins, naive sums).

@@ -1,4 +1,4 @@
-"""Oracle tests for agents/common/normalizers.py (design §3, T25).
+"""Oracle tests for agents/common/normalizers.py (docs/design.md §6, T25).
 
 The oracles follow the formulas of the design in float64 NumPy: ``np.percentile`` (linear),
 ``S <- tau * max(1, p95 - p5) + (1 - tau) * S`` (RunningScale, init 1) and

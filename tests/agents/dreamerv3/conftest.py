@@ -66,10 +66,10 @@ def random_batch(nets: Networks, seed: int = 0, batch: int = B, length: int = T)
 
 def random_params(nets: Networks, seed: int = 0) -> tuple[dict, dict]:
     """``nets.init``'s trees (``jax.eval_shape``: no init compile) with generic float32 values:
-    kernels ``N(0, 1/fan_in)`` (BlockLinear's fan-in is the full width, notes §3), biases
-    ``N(0, 0.25)``, norm scales ``1 + N(0, 0.25)``. Nothing is zero, so neither a misplaced bias
-    or scale nor a zero-init layer (reward and critic outputs) can hide an error or a gradient
-    path. Returns ``(params, slow_critic)``."""
+    kernels ``N(0, 1/fan_in)`` (BlockLinear's fan-in is the full width, dreamerv3@2411f7d
+    ``nets.py:873-884``), biases ``N(0, 0.25)``, norm scales ``1 + N(0, 0.25)``. Nothing is zero, so
+    neither a misplaced bias or scale nor a zero-init layer (reward and critic outputs) can hide an
+    error or a gradient path. Returns ``(params, slow_critic)``."""
     r = np.random.default_rng(seed)
 
     def fill(path, leaf):

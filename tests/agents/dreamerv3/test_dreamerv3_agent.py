@@ -1,6 +1,6 @@
 """The DreamerV3 agent on gymnax CartPole (discrete, terminating), tiny config, in process.
 
-One module-scoped set of runs, compiled once per program (design §10 "Agent"):
+One module-scoped set of runs, compiled once per program (docs/design.md §13, agent tests):
 
 the agent built for the whole run (``K`` ticks), trained as two chunks of ``K/2`` ticks,
 and as one uninterrupted scan of ``K`` ticks.

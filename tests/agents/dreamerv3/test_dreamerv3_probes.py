@@ -1,4 +1,4 @@
-"""Probe envs with known answers (design §8), trained through the real DreamerV3 agent.
+"""Probe envs with known answers (docs/design.md §5.4), trained through the real DreamerV3 agent.
 
 Both probes (``envs/probes.py``) have the constant observation ``[1.0]``, a 1-D action, a
 fixed length of T = 20 steps and never terminate: every episode ends by the time limit, so
@@ -15,8 +15,8 @@ folded into the training program, so the two horizons cost two compiles. The tra
 programs compile at the test session's -O0 (``tests/conftest.py``): compile time dominates
 these probes, the few thousand tiny updates run in seconds either way.
 
-The value read (design §8): the canonical trajectory (obs ``[1.0]`` for the T + 1 rows of an
-episode, ``is_first`` on row 0, zero carry) is filtered with the trained parameters by the
+The value read (docs/design.md §5.4): the canonical trajectory (obs ``[1.0]`` for the T + 1 rows of
+an episode, ``is_first`` on row 0, zero carry) is filtered with the trained parameters by the
 agent's own :func:`policy_step` (posterior and sampled action, ``N_READ`` independent
 draws), and the critic is decoded at every posterior by the code path of the actor-critic
 losses (``behavior._means``: ``TwoHot.dreamerv3(bins).decode`` of the critic head).

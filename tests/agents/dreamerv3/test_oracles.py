@@ -1,4 +1,6 @@
-"""Float64 NumPy oracles of DreamerV3's numerics (notes §5-§7) against our jitted float32 code.
+"""Float64 NumPy oracles of DreamerV3's numerics against our jitted float32 code.
+
+Reference: dreamerv3@2411f7d ``dreamerv3/nets.py`` and ``dreamerv3/agent.py``.
 
 The oracles are written from the math and never call our code. Each oracle is an ``E``: a
 float64 value plus a worst-case first-order bound on how far a float32 evaluation of the same
@@ -104,7 +106,7 @@ def log_softmax(x):
     return z - log(total(exp(z), keepdims=True))
 
 
-# log((1 - mix) softmax(x) + mix / C) (notes §5)
+# log((1 - mix) softmax(x) + mix / C) (dreamerv3@2411f7d dreamerv3/nets.py:207-217)
 unimix = lambda x, mix=0.01: log(E.c(1 - mix) * softmax(x) + E.c(mix) * (E.c(1.0) / x.v.shape[-1]))
 
 
@@ -154,7 +156,8 @@ _layer = lambda x, p: _rms_silu(_dense(x, p["dense_0"]), p["norm_0"]["scale"])  
 
 
 def _gru(p, deter, stoch, action, g, naive=False):
-    """deter' of notes §5 from float32 inputs; ``naive`` splits reset|cand|update over D."""
+    """deter' of dreamerv3@2411f7d ``nets.py:119-173`` from float32 inputs; ``naive`` splits
+    reset|cand|update over D."""
     n = deter.shape[0]
     a = E(action) / E(np.maximum(1.0, np.abs(action)))
     ins = (E(deter), E(stoch.reshape(n, -1)), a)
@@ -173,7 +176,7 @@ def _gru(p, deter, stoch, action, g, naive=False):
 
 
 def test_block_gru(nets):
-    """``RSSM.gru`` against the block-GRU oracle of notes §5, with actions beyond |a| = 1.
+    """``RSSM.gru`` against the block-GRU oracle (``nets.py:119-173``), with actions beyond |a| = 1.
 
     Parameters: :func:`_params`. Bound: the E-chain through 3 Linear(K = D, SC, A) + RMSNorm
     + SiLU layers, BlockLinear(K = D/g + 3H) + RMSNorm + SiLU, BlockLinear(K = D/g), gates. The
@@ -240,9 +243,10 @@ def wm_kl():
 
 
 def test_world_model_kl_terms(wm_kl):
-    """``dyn`` and ``rep`` both equal ``max(sum_S KL(post || prior), 1)`` in value (notes §5),
-    for cases below and above the free-nats threshold. Bound: the KL chain plus the S-term
-    sum; max is 1-Lipschitz, and no case lies within its bound of 1."""
+    """``dyn`` and ``rep`` both equal ``max(sum_S KL(post || prior), 1)`` in value
+    (dreamerv3@2411f7d ``nets.py:97-110``), for cases below and above the free-nats threshold.
+    Bound: the KL chain plus the S-term sum; max is 1-Lipschitz, and no case lies within its bound
+    of 1."""
     raw, prior, dyn, rep, _ = wm_kl
     kl = total(_kl(unimix(E(raw)), E(prior)))
     assert np.any(kl.v < 1) and np.any(kl.v > 1) and np.all(abs(kl.v - 1) > kl.e), "straddle 1"
@@ -254,7 +258,7 @@ def test_world_model_kl_terms(wm_kl):
 def test_world_model_kl_gradients(wm_kl):
     """Free bits: the gradient is exactly zero where the summed KL is below 1 nat (max selects
     the constant). dyn = KL(sg(post) || prior) reaches the prior (through deter) and not the
-    posterior logits; rep = KL(post || sg(prior)) does the reverse (notes §5)."""
+    posterior logits; rep = KL(post || sg(prior)) does the reverse (``nets.py:97-110``)."""
     raw, prior, _, _, jac = wm_kl
     above = total(_kl(unimix(E(raw)), E(prior))).v > 1.0
     norm = lambda g: np.sqrt(np.sum(np.square(np.asarray(g)).reshape(*above.shape, -1), -1))
@@ -266,8 +270,9 @@ def test_world_model_kl_gradients(wm_kl):
 
 def test_lambda_return():
     """``R_H = val_H``, ``R_t = rew_{t+1} + (1 - lam) con_{t+1} val_{t+1} + con_{t+1} lam
-    R_{t+1}`` (notes §7, in the reference's order), with con = 0 entries. Bound: per step, 2
-    products with a rounded constant and 2 adds, plus ``con lam`` times the previous bound."""
+    R_{t+1}`` (dreamerv3@2411f7d ``agent.py:320-326``, in the reference's order), with con = 0
+    entries. Bound: per step, 2 products with a rounded constant and 2 adds, plus ``con lam``
+    times the previous bound."""
     r, n, h, lam = np.random.default_rng(4), 9, 15, 0.95
     rew, val = f32(r.normal(size=(n, h + 1))), f32(r.normal(0, 3, (n, h + 1)))
     con = f32(np.where(r.random((n, h + 1)) < 0.2, 0.0, r.uniform(0.5, 1.0, (n, h + 1))))
@@ -281,10 +286,11 @@ def test_lambda_return():
 
 
 def test_replay_return():
-    """Replay-critic target (notes §7): ``live_t = (1 - term_{t+1}) gamma``, ``c_t = (1 -
-    last_{t+1}) lam``, ``R_{T-1} = boot_{T-1}``, ``R_t = r_{t+1} + (1 - c_t) live_t boot_{t+1}
-    + live_t c_t R_{t+1}``; terminations, truncations, boundaries at both ends. Bound: the
-    E-chain of each step (rounded gamma and lam, 5 products, 2 adds) plus the carried bound."""
+    """Replay-critic target (dreamerv3@2411f7d ``agent.py:352-373``):
+    ``live_t = (1 - term_{t+1}) gamma``, ``c_t = (1 - last_{t+1}) lam``, ``R_{T-1} = boot_{T-1}``,
+    ``R_t = r_{t+1} + (1 - c_t) live_t boot_{t+1} + live_t c_t R_{t+1}``; terminations, truncations,
+    boundaries at both ends. Bound: the E-chain of each step (rounded gamma and lam, 5 products, 2
+    adds) plus the carried bound."""
     r, b, t, gamma, lam = np.random.default_rng(5), 4, 10, 1 - 1 / 333, 0.95
     rew, boot = f32(r.normal(size=(b, t))), f32(r.normal(0, 5, (b, t)))
     last, term = np.zeros((2, b, t), bool)
@@ -302,9 +308,9 @@ def test_replay_return():
 
 def test_symlog_mse():
     """``sum((pred - symlog(target))^2)`` with squares below 1e-8 set to 0, no 1/2 factor
-    (notes §6), for rows with errors ~1e-5 (squares ~1e-10, zeroed), ~1e-3 (kept) and 0.
-    Bound: log1p, the difference, the square and the O-term sum; no square lies within its
-    bound of the threshold."""
+    (dreamerv3@2411f7d ``jaxutils.py:179-207``), for rows with errors ~1e-5 (squares ~1e-10,
+    zeroed), ~1e-3 (kept) and 0. Bound: log1p, the difference, the square and the O-term sum; no
+    square lies within its bound of the threshold."""
     r = np.random.default_rng(6)
     target = f32(r.normal(size=(6, 5)) * np.array([[0.1], [1], [10], [1e3], [1], [100]]))
     exact = np.sign(np.float64(target)) * np.log1p(np.abs(np.float64(target)))

@@ -1,6 +1,6 @@
-"""DreamerV3 structure: parameter counts (notes §12), size presets (notes §1), the reference's
-parameter names (notes §14) and gradient routing, i.e. which parameters each loss term
-reaches (notes §5, §7, §17; design §10)."""
+"""DreamerV3 structure: parameter counts, size presets, the reference's
+parameter names and gradient routing, i.e. which parameters each loss term
+reaches (docs/design.md §13)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.agents.dreamerv3.conftest import (
     tiny_nets,
 )
 
-# notes §12, vector obs and continuous actions:
+# the reference's counts (docs/design.md §13), vector obs and continuous actions:
 # preset -> (obs 5 / act 2 trainable, walker 24 / 6 trainable, walker RSSM, slow critic)
 COUNTS = {
     "1m": (637_770, 640_997, 364_416, 66_176),
@@ -41,7 +41,8 @@ WALKER_12M = {
     "actor": 791_052,
     "critic": 853_760,
 }
-# notes §1 size table (and §0 for the later code's size1m): (deter, hidden, classes, units)
+# dreamerv3@2411f7d ``configs.yaml:149-177`` (1m: docs/design.md §8.1): (deter, hidden, classes,
+# units)
 PRESETS = {
     "1m": (512, 64, 4, 64),
     "12m": (2048, 256, 16, 256),
@@ -66,7 +67,7 @@ def _flat(tree, prefix=()):
 @pytest.mark.parametrize("size", list(COUNTS))
 def test_param_counts(size):
     """Trainable parameters (everything in the optimizer), the RSSM and the slow critic equal
-    the reference's counts, checked exactly against its optimizer print (notes §12)."""
+    the reference's counts, checked exactly against its optimizer print (docs/design.md §13)."""
     synthetic, walker, rssm, slow = COUNTS[size]
     cfg = DreamerV3Config(model_size=size)
     params, slow_params = _shapes(cfg, 24, 6)
@@ -80,8 +81,8 @@ def test_param_counts(size):
 
 def test_presets_and_overrides():
     """With ``d = units = hidden``: ``deter = 8 d`` and ``classes = d / 16`` for every preset
-    (notes §1). stoch, blocks and the layer counts do not depend on the size. An explicit
-    width overrides only itself."""
+    (``configs.yaml:149-177``). stoch, blocks and the layer counts do not depend on the size. An
+    explicit width overrides only itself."""
     assert set(PRESETS) == set(MODEL_SIZES)
     for size, want in PRESETS.items():
         c = DreamerV3Config(model_size=size)
@@ -106,9 +107,9 @@ def test_presets_and_overrides():
 
 def _reference_names(nets: Networks) -> dict[str, tuple[int, ...]]:
     """Every network parameter of the reference at these sizes with its shape, built from the
-    naming scheme of notes §14. Linear: ``kernel [in, out]``, ``bias [out]`` and (with a
-    norm) ``norm/scale [out]``. The observation key is ``vector`` and the action key
-    ``action``, as in the parity harness."""
+    naming scheme (ninjax scopes, as the parity fixtures record them). Linear: ``kernel [in, out]``,
+    ``bias [out]`` and (with a norm) ``norm/scale [out]``. The observation key is ``vector`` and the
+    action key ``action``, as in the parity harness."""
     c, names = nets.cfg, {}
     d, h, sc, u, g = c.deter_size, c.hidden_size, c.stoch * c.classes_size, c.units_size, c.blocks
     o, a, f = nets.obs_size, nets.action_size, c.feat_size
@@ -136,7 +137,8 @@ def _reference_names(nets: Networks) -> dict[str, tuple[int, ...]]:
     linear("dyn/imglogit", h, sc, norm=False)
     mlp("dec/mlp", c.dec_layers, f)
     linear("dec/out_vector/out", u, o, norm=False)
-    twohot = c.bins + c.bins % 2  # 256 columns, one unused (notes §6)
+    # 256 columns, one unused (dreamerv3@2411f7d dreamerv3/nets.py:432-438)
+    twohot = c.bins + c.bins % 2
     heads = (("rew", c.rew_layers, twohot), ("con", c.con_layers, 1))
     critics = (("critic", c.critic_layers, twohot), ("slowcritic", c.critic_layers, twohot))
     for name, layers, width in (*heads, *critics):
@@ -149,10 +151,10 @@ def _reference_names(nets: Networks) -> dict[str, tuple[int, ...]]:
 
 
 def test_reference_names(nets):
-    """``our_path`` is a bijection from the reference's parameter names (notes §14) onto our
-    parameter tree plus the slow critic, with equal shapes (e.g. ``agent/dyn/dyn0/kernel``
-    is (g, D/g + 3H, D/g)). ``from_reference`` puts each array where ``our_path`` says and
-    ignores the non-network state."""
+    """``our_path`` is a bijection from the reference's parameter names (as the parity fixtures
+    record them) onto our parameter tree plus the slow critic, with equal shapes (e.g.
+    ``agent/dyn/dyn0/kernel`` is (g, D/g + 3H, D/g)). ``from_reference`` puts each array where
+    ``our_path`` says and ignores the non-network state."""
     names = _reference_names(nets)
     params, slow = jax.eval_shape(nets.init, jax.random.key(0))
     ours = {**_flat(params), **_flat(slow, ("slowcritic",))}
@@ -201,10 +203,11 @@ def routing():
     rows ``:B`` are the random batch, rows ``B:`` the same with ``is_first`` on every trained
     row (their dyn and rep means are the ``@first`` entries). Rows interact only through sg
     quantities (the retnorm percentiles), so each half's gradients are its own. free_nats = 0,
-    because at init the KLs sit below 1 nat (notes §14) and the clip would zero the dyn and
-    rep gradients. The per-term VJPs run one cotangent at a time (``lax.map``):
-    ``jit(jacrev(...))`` batches the cotangents, and jaxlib 0.10.2 on CPU miscompiles that
-    (8 cotangents through Dense -> RMSNorm -> SiLU give non-zero rows for zero outputs)."""
+    because at init the KLs sit below 1 nat (the reference's first-batch dyn and rep losses are both
+    1) and the clip would zero the dyn and rep gradients. The per-term VJPs run one cotangent at a
+    time (``lax.map``): ``jit(jacrev(...))`` batches the cotangents, and jaxlib 0.10.2 on CPU
+    miscompiles that (8 cotangents through Dense -> RMSNorm -> SiLU give non-zero rows for zero
+    outputs)."""
     from agents.common import ReturnNormalizer
     from agents.dreamerv3 import train  # imports the optimizer
 
@@ -243,8 +246,8 @@ def test_gradient_routing(routing, term):
       layers appear only in the prior.
     * vector / reward / cont: their head plus FEAT (``reward_grad: True``).
     * dyn = max(KL(sg(post) || prior(deter)), free): img* and, through ``deter`` without an
-      sg (notes §17), the GRU. ``deter_t`` depends on enc, obs0 and obslogit through the
-      earlier samples ``stoch_{t-1}``, so the term reaches all of FEAT too, but no head.
+      sg (dreamerv3@2411f7d ``nets.py:99``), the GRU. ``deter_t`` depends on enc, obs0 and obslogit
+      through the earlier samples ``stoch_{t-1}``, so the term reaches all of FEAT too, but no head.
     * rep = max(KL(post || sg(prior)), free): the posterior logits (obs*, enc) and ``deter``
       (GRU); not img*.
     * actor: imagination starts, its parameters (D33), actions, advantages and weights are

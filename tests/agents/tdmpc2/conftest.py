@@ -118,7 +118,7 @@ def toy_env(name: str, obs_size: int, action_size: int, episode_length: int):
 
 
 class ToyTaskSet:
-    """A task set of toy envs (the interface of ``envs.task_sets.TaskSetEnv`` the offline
+    """A task set of toy envs (the interface of ``envs.task_set_env.TaskSetEnv`` the offline
     agent reads: ``names`` and ``member_env(i)``)."""
 
     def __init__(self, envs_):

@@ -66,7 +66,7 @@ def test_counts_follow_the_schedule(run):
 
 def test_chunked_equals_uninterrupted(run):
     """train(0..n) in one call == train(0..n/2) then train(n/2..n): the schedule and every
-    random draw depend only on the absolute tick (resume, design §5.5)."""
+    random draw depend only on the absolute tick (resume, docs/design.md §9.3)."""
     agent, train, state0, _, (s_b, m_b) = run
     s_full, m_full = train(state0, jnp.arange(N_TICKS))
     for a, b in zip(jax.tree.leaves(s_full.train), jax.tree.leaves(s_b.train), strict=True):

@@ -1,4 +1,4 @@
-"""Probe envs with known answers (design §8), trained through the real agent.
+"""Probe envs with known answers (docs/design.md §5.4), trained through the real agent.
 
 Both probes have a constant observation, T = 20 and gamma = 0.95 (the reference's
 discount heuristic clips T/5 = 4 -> 0.75 up to discount_min). A long random seed phase

@@ -1,4 +1,4 @@
-"""Episode buffer (design §4.4): in-place rows, commit on the hold tick, FIFO by round,
+"""Episode buffer (docs/design.md §7.4): in-place rows, commit on the hold tick, FIFO by round,
 windows that never cross episodes, uniform sampling."""
 
 import jax

@@ -1,4 +1,4 @@
-"""TD-MPC2 multi-task mechanisms (design §7, notes §7; ``agents/tdmpc2/multitask.py``).
+"""TD-MPC2 multi-task mechanisms (docs/design.md §7.6; ``agents/tdmpc2/multitask.py``).
 
 Cheap mechanism tests on the fixture-sized tiny task set of ``conftest.py`` (3 tasks, O_max 13,
 A_max 6): the task set's tables (float32 discounts from the reference heuristic, prefix
@@ -124,8 +124,8 @@ def _counts(n_tasks: int, obs: int, act: int, size: int, task_dim: int, **kw) ->
 
 def test_param_counts_mt80_mt30():
     """mt80 at size 5 (task_dim 96) = 5,389,930; mt30 at size 5 with the reference's
-    task_dim 64 = 5,241,066 (notes §2.7; target Q excluded, embedding included). Every size
-    of ``fixtures/tdmpc2_multitask_param_counts.json`` (the reference instantiated) too."""
+    task_dim 64 = 5,241,066 (the reference's count; target Q excluded, embedding included). Every
+    size of ``fixtures/tdmpc2_multitask_param_counts.json`` (the reference instantiated) too."""
     assert sum(_counts(80, 39, 6, 5, 96).values()) == 5_389_930
     assert sum(_counts(30, 24, 6, 5, 64).values()) == 5_241_066
     path = FIXTURES / "tdmpc2_multitask_param_counts.json"

@@ -1,4 +1,4 @@
-"""Offline multi-task TD-MPC2 (design §7): datasets and the offline trainer.
+"""Offline multi-task TD-MPC2 (docs/design.md §7.6): datasets and the offline trainer.
 
 * Datasets (``agents/tdmpc2/dataset.py``): save -> load round trip with a stable content
   hash, memory-mapped loading, tampering and broken padding refused, pooling and selecting

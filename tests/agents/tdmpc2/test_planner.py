@@ -1,4 +1,4 @@
-"""The MPPI planner (design §4.3, notes §4) against a NumPy oracle written from the math.
+"""The MPPI planner (docs/design.md §7.3) against a NumPy oracle written from the math.
 
 The oracle runs one decision with every planner step in float64 NumPy; only the world
 model's heads (encode / next / reward logits / Q logits of *all* members / pi sample) are
@@ -68,7 +68,8 @@ def _decode_np(logits: np.ndarray, cfg: TDMPC2Config) -> np.ndarray:
 
 
 def oracle_plan(wm, cfg, params, obs, prev_mean, t0, noise, eval_mode):
-    """One decision of 5f6fade ``plan`` (notes §4) in NumPy; the heads via ``wm``."""
+    """One decision of 5f6fade ``plan`` (``tdmpc2/tdmpc2.py:106-171``) in NumPy; the heads via
+    ``wm``."""
     f32 = lambda x: jnp.asarray(np.asarray(x, np.float32))  # noqa: E731
     npy = lambda x: np.asarray(x, np.float64)  # noqa: E731
     H, N, K, P = cfg.horizon, cfg.num_samples, cfg.num_elites, cfg.num_pi_trajs
@@ -268,7 +269,7 @@ def test_jit_traces_once(setup):
 
 
 def test_dropout_key_is_used_in_the_value_estimate():
-    """With dropout on, the Q pass's mask depends on the per-iteration key (notes §2.6)."""
+    """With dropout on, the Q pass's mask depends on the per-iteration key (docs/design.md §7.2)."""
     cfg = dataclasses.replace(CFG, dropout=0.5, iterations=1)
     wm = WorldModel(cfg, OBS, A)
     params = _perturb(wm.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1))

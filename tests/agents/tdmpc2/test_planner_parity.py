@@ -1,4 +1,4 @@
-"""The planner against real reference ``act()`` decisions (design §10; notes §4).
+"""The planner against real reference ``act()`` decisions (docs/design.md §13).
 
 Fixture ``fixtures/tdmpc2_plan.npz`` (``parity/gen_plan_fixtures.py``, layout in
 ``parity/README.md``): chained 5f6fade ``act()`` decisions at a tiny config (dropout 0,
@@ -102,7 +102,8 @@ def _setup(fx: dict, section: str) -> tuple[TDMPC2Config, WorldModel, dict]:
     # the discount heuristic (tdmpc2.py:35-48) is pinned, then its float is used
     assert cfg.gamma == pytest.approx(meta("discount"), abs=1e-12)
     assert cfg.iterations == meta("iterations")
-    assert cfg.dropout == 0.0  # torch's masks inside torch.vmap are not recordable (§4.2)
+    # torch's masks inside torch.vmap are not recordable (docs/design.md §7.2)
+    assert cfg.dropout == 0.0
     wm = WorldModel(cfg, meta("obs_dim"), action_dim)
     arrays = {k[len("params/") :]: v for k, v in fx.items() if k.startswith("params/")}
     params = jax.tree_util.tree_map(jnp.asarray, tree_from_reference(arrays, wm)["params"])

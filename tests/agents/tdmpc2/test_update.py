@@ -1,5 +1,5 @@
 """TD-MPC2 update: gradient routing, the stale-policy-gradient clip, target EMA, call order,
-optimizer groups, dropout passes, noise draws and a single compilation (notes §3, design §4.2)."""
+optimizer groups, dropout passes, noise draws and a single compilation (docs/design.md §7.2)."""
 
 import jax
 import jax.numpy as jnp
@@ -178,8 +178,8 @@ def test_gradient_routing(run):
 
 # ----------------------------------------------------------------------------- clip
 def test_stale_policy_gradient_enters_world_model_clip(run):
-    """Notes §3 step 6: the world-model clip norm includes the previous update's post-clip
-    policy gradient; here it makes that clip bind although |g_wm| < 20."""
+    """tdmpc2@5f6fade tdmpc2/tdmpc2.py:184,271: the world-model clip norm includes the previous
+    update's post-clip policy gradient; here it makes that clip bind although |g_wm| < 20."""
     s, m = run["states"], run["metrics"]
     max_norm = run["cfg"].grad_clip_norm
     g0_wm = float(global_norm_sq(m[0]["grads"]["wm"]))
@@ -222,7 +222,7 @@ def test_target_ema(run):
 
 def test_update_order_and_freshness(run):
     """TD target from pre-step params; policy loss on pre-step latents with the post-step Q;
-    RunningScale updated before dividing (notes §3 steps 1, 7)."""
+    RunningScale updated before dividing (tdmpc2@5f6fade tdmpc2/tdmpc2.py:232-233,188-189)."""
     wm, s0, s1 = run["wm"], run["states"][0], run["states"][1]
     batch, noise, m = run["batches"][0], run["noises"][0], run["metrics"][0]
     keys = noise.dropout_keys

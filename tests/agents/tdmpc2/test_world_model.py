@@ -1,5 +1,5 @@
 """TD-MPC2 world model: parameter counts, init, forward oracles, SimNorm, policy log-prob,
-Q-ensemble member selection and dropout (notes §2; design §4.2, §10)."""
+Q-ensemble member selection and dropout (docs/design.md §7.2, §13)."""
 
 import math
 
@@ -55,7 +55,8 @@ def rand_params(wm):
     ],
 )
 def test_param_count_walker(size, total, per_module):
-    """Notes §2.7 (verified on the reference): walker dims OBS=24, A=6, target Q excluded."""
+    """The reference's own counts (fixtures/param_counts.json): walker dims OBS=24, A=6, target Q
+    excluded."""
     cfg = TDMPC2Config(model_size=size).resolve(500, 6)
     shapes = jax.eval_shape(WorldModel(cfg, 24, 6).init, jax.random.key(0))
     assert count_params(shapes) == total
@@ -199,8 +200,9 @@ def test_simnorm_groups_sum_to_one(wm, rand_params):
 
 # ----------------------------------------------------------------------------- policy
 def test_pi_matches_numpy_oracle(wm, rand_params):
-    """Notes §2.4: log_std tanh map, log_pi = (sum(-eps^2/2 - log_std) - ln(2 pi)/2) * A minus
-    the unscaled squash correction; returns (tanh mu, tanh(mu + eps sigma), log_pi, log_std)."""
+    """tdmpc2@5f6fade tdmpc2/common/math.py:13-46: log_std tanh map, log_pi = (sum(-eps^2/2 -
+    log_std) - ln(2 pi)/2) * A minus the unscaled squash correction; returns (tanh mu, tanh(mu + eps
+    sigma), log_pi, log_std)."""
     c = wm.cfg
     z = wm.encode(rand_params, jax.random.normal(jax.random.key(0), (2, B, OBS)))
     eps = jax.random.normal(jax.random.key(1), (2, B, A))

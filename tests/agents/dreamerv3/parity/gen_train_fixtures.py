@@ -2,8 +2,9 @@
 
 Run by hand (not collected by pytest), in the throwaway reference venv, from the repo root:
 
-    /tmp/ref/venv/bin/python tests/agents/dreamerv3/parity/gen_train_fixtures.py \
-        --ref /tmp/ref/r29 --out tests/agents/dreamerv3/fixtures/ --xla-cache /tmp/ref/xla_cache
+    "$WMRL_DREAMERV3_REF_PYTHON" tests/agents/dreamerv3/parity/gen_train_fixtures.py \
+        --ref "$WMRL_DREAMERV3_REF" --out tests/agents/dreamerv3/fixtures/ \
+        --xla-cache dreamerv3-xla-cache
 
 Reference: ``git archive 29eb964`` of github.com/danijar/dreamerv3 extracted to ``--ref``
 (unmodified; sha256-checked by ``_ref_harness.load_reference``). Venv and runtime: README.md.

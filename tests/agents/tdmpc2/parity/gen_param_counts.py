@@ -2,8 +2,8 @@
 
 Run by hand (not collected by pytest), in the throwaway reference venv, from the repo root:
 
-    /work/refs/venv/bin/python tests/agents/tdmpc2/parity/gen_param_counts.py \
-        --ref /work/refs/tdmpc2_5f6fade --out tests/agents/tdmpc2/fixtures/
+    "$WMRL_TDMPC2_REF_PYTHON" tests/agents/tdmpc2/parity/gen_param_counts.py \
+        --ref "$WMRL_TDMPC2_REF" --out tests/agents/tdmpc2/fixtures/
 
 Writes ``param_counts.json``: for single-task walker dims (obs 24, action 6) and every model
 size preset (1, 5, 19, 48, 317; parse_cfg's preset widths), the reference's ``total_params``

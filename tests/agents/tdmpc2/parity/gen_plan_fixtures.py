@@ -2,8 +2,8 @@
 
 Run by hand (not collected by pytest), in the throwaway reference venv, from the repo root:
 
-    /work/refs/venv/bin/python tests/agents/tdmpc2/parity/gen_plan_fixtures.py \
-        --ref /work/refs/tdmpc2_5f6fade --out tests/agents/tdmpc2/fixtures/
+    "$WMRL_TDMPC2_REF_PYTHON" tests/agents/tdmpc2/parity/gen_plan_fixtures.py \
+        --ref "$WMRL_TDMPC2_REF" --out tests/agents/tdmpc2/fixtures/
 
 Reference and venv: as in gen_update_fixtures.py (torch 2.13.0+cpu; the only patch is the
 run-time cuda->cpu device rewrite while the agent is constructed).

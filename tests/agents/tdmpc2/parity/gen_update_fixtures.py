@@ -2,12 +2,12 @@
 
 Run by hand (not collected by pytest), in the throwaway reference venv, from the repo root:
 
-    /work/refs/venv/bin/python tests/agents/tdmpc2/parity/gen_update_fixtures.py \
-        --ref /work/refs/tdmpc2_5f6fade --out tests/agents/tdmpc2/fixtures/
+    "$WMRL_TDMPC2_REF_PYTHON" tests/agents/tdmpc2/parity/gen_update_fixtures.py \
+        --ref "$WMRL_TDMPC2_REF" --out tests/agents/tdmpc2/fixtures/
 
 Reference: ``git archive 5f6fade`` of github.com/nicklashansen/tdmpc2 extracted to ``--ref``
-(unmodified; sha256-checked). Venv: ``python3 -m venv /work/refs/venv &&
-/work/refs/venv/bin/pip install torch==2.13.0 numpy omegaconf==2.3.1`` (torch 2.13.0+cpu,
+(unmodified; sha256-checked). Venv: ``python3 -m venv tdmpc2-venv &&
+tdmpc2-venv/bin/pip install torch==2.13.0 numpy omegaconf==2.3.1`` (torch 2.13.0+cpu,
 numpy 2.4.6). The only patch, applied at run time, is the cuda->cpu device rewrite while the
 agent is constructed (``_ref_harness.build_agent``).
 

@@ -7,7 +7,7 @@ no random level), marks points a line would not show (a one-point series, a poin
 between two gaps), and keeps its y-range meaningful: the data and the levels, widened to
 at least :data:`MIN_SPAN_FRACTION` of the env's range of returns where that is known
 (:func:`y_limits`), so 40 points of a -500..0 task do not fill the panel.
-No I/O: the callers (:mod:`launcher.report`, :mod:`launcher.overlay`) read the runs
+No I/O: the callers (:mod:`analysis.report`, :mod:`analysis.overlay`) read the runs
 and save the figures.
 """
 

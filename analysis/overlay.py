@@ -4,7 +4,7 @@ Each argument is a run directory (it holds ``metrics/``) or a directory with run
 directories below it (a sweep, a multirun: those with a ``run.json``, up to three levels
 down). The runs are grouped by env: one row of panels per env (training episodes,
 evaluation episodes), one labelled line per run: its seeds' mean (its one seed) and the
-seeds' min..max band, the levels of :mod:`launcher.levels`. A run's label is its agent
+seeds' min..max band, the levels of :mod:`analysis.levels`. A run's label is its agent
 and env, then the identity keys (``run.json``) in which it differs from the other runs
 on its env (two configs: ``agent.lr=0.001``; seeds launched separately:
 ``protocol.seeds=[1]``), and its directory's name where that still leaves two alike.
@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis.levels import run_facts
+from analysis.plotting import OverlayPanel, PanelSeries, RunLine, overlay_figure
+from analysis.report import panel_series
 from launcher.errors import ConfigError
 from launcher.identity import flatten, plain
-from launcher.levels import run_facts
-from launcher.plotting import OverlayPanel, PanelSeries, RunLine, overlay_figure
 from launcher.rundir import RUN_FILE
 
 MAX_KEYS = 3  # differing keys shown in a label (then "+N more")
@@ -62,7 +63,7 @@ def _value(v: Any) -> str:
 
 
 def run_labels(facts: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
-    """A legend label per run (``facts``: :func:`launcher.levels.run_facts`; ``names``:
+    """A legend label per run (``facts``: :func:`analysis.levels.run_facts`; ``names``:
     the run directories' names): ``<agent> <env>``, then ``key=value`` for the identity
     keys that differ between these runs (env id aside), then the directory name where
     two labels would still be alike; a run without ``run.json`` is its directory name."""
@@ -136,8 +137,6 @@ def overlay_panels(
       ConfigError: a run's metrics missing, a bad ``x`` or reference, or a reference
         (one env's curve) with runs on several envs.
     """
-    from launcher.report import panel_series
-
     facts = [run_facts(r) for r in runs]
     envs = list(dict.fromkeys(f["env_id"] or "unknown env" for f in facts))
     if reference is not None and len(envs) > 1:

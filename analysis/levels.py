@@ -2,7 +2,7 @@
 
 Per kind of episodes ("train", "eval"): the uniform-random policy's return and a solved
 level of the env (:mod:`envs.returns`), the agent's paper score at its budget on the
-panel of the paper's metric (:meth:`launcher.paper_curves.PaperCurve.final_level`), the
+panel of the paper's metric (:meth:`analysis.paper_curves.PaperCurve.final_level`), the
 env's range of returns (the report's y-range), and notes: no random level measured,
 no reference. :func:`panel_levels` is pure; :func:`run_levels` reads ``run.json``.
 """
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis import paper_curves
+from analysis.acceptance import RULE
+from analysis.plotting import Level
 from envs.returns import EpisodeReturns, episode_returns
-from launcher.acceptance import RULE
-from launcher.plotting import Level
 from launcher.rundir import RUN_FILE
 
 KINDS = ("train", "eval")
@@ -48,7 +49,7 @@ def panel_levels(
 ) -> PanelLevels:
     """The levels of the ``kind`` panel of a run of ``agent`` on ``env_id``: from the
     env's ``returns`` (:func:`envs.returns.episode_returns`; None: unknown) and the
-    agent's ``paper`` curve on the env (a :class:`launcher.paper_curves.PaperCurve`,
+    agent's ``paper`` curve on the env (a :class:`analysis.paper_curves.PaperCurve`,
     drawn on the panel of its metric; None: no published curve)."""
     levels: list[Level] = []
     notes: list[str] = []
@@ -100,8 +101,6 @@ def run_facts(run_dir: Path | str) -> dict[str, Any]:
 def run_levels(run_dir: Path | str) -> dict[str, PanelLevels]:
     """kind -> :class:`PanelLevels` of a run directory (from its ``run.json``; a run
     without one gets notes only)."""
-    from launcher import paper_curves
-
     facts = run_facts(run_dir)
     env_id, agent = facts["env_id"], facts["agent"] or ""
     if env_id is None:

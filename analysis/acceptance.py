@@ -1,7 +1,7 @@
 """The acceptance rule against the published curves, fixed in code before any paper run.
 
-Design §11 (M9). Everything here is plain data in, verdicts out; the report
-(:mod:`launcher.compare`) reads the run directories and the reference table.
+docs/design.md §12. Everything here is plain data in, verdicts out; the report
+(:mod:`analysis.compare`) reads the run directories and the reference table.
 
 * **Window mean.** A seed's score on a task is the mean of its curve's points with
   ``x`` (env frames) in the last :attr:`Rule.window_fraction` of the paper budget,

@@ -1,10 +1,10 @@
 """``python -m launcher.report RUN_DIR [RUN_DIR ...] --compare paper``: runs against the
-published curves, judged by :mod:`launcher.acceptance`.
+published curves, judged by :mod:`analysis.acceptance`.
 
 Each argument is a run directory (it holds ``run.json``) or a sweep directory (the run
 directories below it, up to three levels down). Per run: the agent's paper metric (its
 ``PaperReference.metric``: evaluation or training episodes) per seed against env frames,
-the reference's seed mean and min..max band (:mod:`launcher.paper_curves`), and the
+the reference's seed mean and min..max band (:mod:`analysis.paper_curves`), and the
 task's verdict. Writes, under ``--out`` (default ``<the one directory given>/plots``):
 
 * ``paper_<env>.png`` for one run (the report's two panels, the reference on the
@@ -24,9 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher import acceptance, paper_curves
+from analysis import acceptance, paper_curves
+from analysis.plotting import Reference, draw_panel
+from analysis.report import action_repeat, load_curves, panel_series, plot_run
+from launcher.compose import compose_spec
 from launcher.errors import ConfigError
-from launcher.report import Reference, action_repeat, load_curves, plot_run
+from launcher.identity import diff, identity
 from launcher.rundir import RUN_FILE, RunDir
 
 COLUMNS = (
@@ -71,8 +74,6 @@ def find_runs(paths: Sequence[Path | str]) -> list[Path]:
 def registered_spec(agent: str, env_id: str, budget: int, action_repeat: int = 2) -> Any:
     """The RunSpec of the registered paper run of ``agent`` on ``env_id``: ``agent=A
     env=E protocol=paper`` for ``budget`` env frames (ConfigError if it does not compose)."""
-    from launcher.compose import compose_spec
-
     steps = budget // action_repeat
     return compose_spec(
         [f"agent={agent}", f"env={env_id}", "protocol=paper", f"protocol.n_timesteps={steps}"]
@@ -81,15 +82,11 @@ def registered_spec(agent: str, env_id: str, budget: int, action_repeat: int = 2
 
 def registered_identity(agent: str, env_id: str, budget: int) -> dict[str, Any]:
     """The identity of :func:`registered_spec`."""
-    from launcher.identity import identity
-
     return identity(registered_spec(agent, env_id, budget))
 
 
 def deviations(stored: dict[str, Any], registered: dict[str, Any]) -> list[str]:
     """``key: value (registered: value)`` for each identity key that differs."""
-    from launcher.identity import diff
-
     return [f"{k}: {a!r} (registered: {b!r})" for k, a, b in diff(stored, registered)]
 
 
@@ -162,32 +159,6 @@ def last_x(run_dir: Path) -> float | None:
     return max(xs) if xs else None
 
 
-def wandb_reference_rows(
-    agent: dict[str, Any], env_id: str, action_repeat: int, upto_frames: float | None = None
-) -> list[dict[str, float]]:
-    """The paper curve on ``env_id`` of the agent of a composed ``agent`` section as W&B
-    rows (``Paper/<metric> episodic mean reward (mean)``, ``(min)``, ``(max)`` over its
-    seeds), on the run's ``timestep`` axis (env frames / the run's action repeat); []
-    without a curve. ``upto_frames`` (the run's span, n_timesteps x action repeat): the
-    points up to it and at most one past it, so a short run's dashboard is not stretched
-    to the paper's budget."""
-    ref = paper_curves.curve(agent, env_id)
-    if ref is None:
-        return []
-    x, mean, lo, hi = ref.mean_band(upto_frames)
-    name = f"Paper/{ref.metric} episodic mean reward"
-    return [
-        {
-            "timestep": float(xv) / action_repeat,
-            "env_frames": float(xv),
-            f"{name} (mean)": float(m),
-            f"{name} (min)": float(a),
-            f"{name} (max)": float(b),
-        }
-        for xv, m, a, b in zip(x, mean, lo, hi, strict=True)
-    ]
-
-
 def _num(v: float | None) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.1f}"
 
@@ -249,9 +220,6 @@ def grid_figure(items: Sequence[tuple[Path, Any, Any]]) -> Any:
     """One panel per run: its paper metric's panel of the report (per-seed curves, their
     mean, the levels), the reference's mean and band up to the run's end, the verdict."""
     from matplotlib.figure import Figure
-
-    from launcher.plotting import draw_panel
-    from launcher.report import panel_series
 
     n = len(items)
     cols = min(4, n)
