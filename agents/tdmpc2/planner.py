@@ -27,7 +27,7 @@ float32 inverse CDF of one uniform), T42 (``lax.top_k`` tie order).
 
 Multi-task (docs/design.md §7.6; ``tdmpc2.py:102,145-146,160-162``): :func:`plan` and
 :func:`estimate_value` take an optional ``task``, the env's
-:class:`~agents.tdmpc2.multitask.TaskContext` (a scalar task id); ``None`` (the default) is the
+:class:`~agents.tdmpc2.task_context.TaskContext` (a scalar task id); ``None`` (the default) is the
 single-task computation, unchanged. With a context the heads read the task embedding (its row
 renormalised at the look-up and not written back, T45), the candidates are multiplied by the
 task's action mask after sampling and the mean and std after the std clamp, and the value's
@@ -41,16 +41,14 @@ Pieces, exposed for the parity tests: :func:`estimate_value` (one iteration's va
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
 from agents.tdmpc2.config import TDMPC2Config
-
-if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
-    from agents.tdmpc2.multitask import TaskContext
+from agents.tdmpc2.task_context import TaskContext
 
 __all__ = [
     "PlanNoise",

@@ -26,7 +26,7 @@ Randomness enters only through :class:`UpdateNoise` (docs/design.md §7.2 random
 ``jax.jit(update, static_argnums=(0, 1, 5))`` (``wm``, ``cfg``, ``return_grads``).
 
 Multi-task (docs/design.md §7.6): every function here takes an optional ``task``, a
-:class:`~agents.tdmpc2.multitask.TaskContext` of the batch's task ids ``[B]``; ``None`` (the
+:class:`~agents.tdmpc2.task_context.TaskContext` of the batch's task ids ``[B]``; ``None`` (the
 default) is the single-task computation, unchanged. With a context the heads read the task
 embedding, the TD target uses the per-task discounts, the embedding is renormalised (max norm
 1) and written back at the reference's two renorming look-ups (before the TD target; after
@@ -44,7 +44,7 @@ The learner state, its constructors, the two optimizers and the torch-formula cl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -53,6 +53,7 @@ from flax import struct
 
 from agents.common.normalizers import RunningScale
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.task_context import TaskContext
 from agents.tdmpc2.train_state import (
     TDMPC2TrainState,
     global_norm_sq,
@@ -61,9 +62,6 @@ from agents.tdmpc2.train_state import (
     wm_subtree,
 )
 from agents.tdmpc2.world_model import TASK_EMB, Params, WorldModel
-
-if TYPE_CHECKING:  # the multi-task module imports this one, never the other way round
-    from agents.tdmpc2.multitask import TaskContext
 
 __all__ = [
     "UpdateNoise",
@@ -265,7 +263,7 @@ def update(
         noise: :class:`UpdateNoise`.
         return_grads: also return ``metrics["grads"] = {"wm": ..., "pi": ...}``, the
             pre-clip gradients (the ones torch's ``clip_grad_norm_`` sees).
-        task: the batch's :class:`~agents.tdmpc2.multitask.TaskContext` (task ids ``[B]``)
+        task: the batch's :class:`~agents.tdmpc2.task_context.TaskContext` (task ids ``[B]``)
             for a multi-task model; ``None``: single-task (module docstring).
 
     Returns:
