@@ -159,6 +159,11 @@ def check_jobs(
             )
         dirs[out] = list(job)
         specs.append(spec)
+    if len(specs) > 1 and any(spec.control.from_artifact for spec in specs):
+        raise ConfigError(
+            "from_artifact: an artifact holds one run, and this sweep has "
+            f"{len(specs)} jobs; resume it with a single launch (no -m), one per artifact"
+        )
     return specs
 
 

@@ -85,6 +85,10 @@ BATTERY = [
     (["allow_long_cpu_run=true"], "a run-control key, given with a leading '+': +allow_long"),
     (["+stop_after_chunks=x"], "stop_after_chunks: expected int or null, got 'x' (str)"),
     (["+from_artifact=latest"], "from_artifact: 'latest' is not a W&B artifact reference"),
+    (
+        ["-m", "+from_artifact=e/p/run:latest", "protocol.seeds=[0],[1]"],
+        "an artifact holds one run",
+    ),
     (["logger.checkpoint_artifact=true"], "logger.checkpoint_artifact: needs W&B, but logger"),
     # the plug-in entry (agent.entry) and a YAML-only agent (tests/launcher/fake_conf)
     (["agent.entry=nomodule:X"], "agent.entry: cannot load 'nomodule:X' (No module named"),
@@ -229,12 +233,14 @@ def test_process_exit_status_is_2(tmp_path):
     for args in (
         ["-m", "launcher", "env=walker_wlak"],
         ["-m", "launcher.report", str(tmp_path / "missing")],
+        ["-m", "launcher", "-m", "protocol=smoke", "env=pendulum,cartpole"],
     ):
         proc = subprocess.run(
             [sys.executable, *args], capture_output=True, text=True, env=env, cwd=tmp_path
         )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1
+        assert proc.stdout == "", proc.stdout  # no JAX backend lines before a refusal
 
 
 def test_cfg_job_shows_the_env_quick_runs(capsys):
