@@ -15,7 +15,9 @@ the first seed's W&B run (:meth:`launcher.wandb_logger.WandbRuns.log_checkpoint`
 Download (``+from_artifact=ENTITY/PROJECT/NAME:ALIAS``, :func:`fetch`, in the launch's
 checks under its run-directory lock)::
 
-    a run dir holding checkpoints          refused (nothing overwritten)
+    a run dir holding checkpoints          refused (nothing overwritten), unless a launch
+                                             there came from the same reference (a
+                                             requeue): then it resumes them, no download
     download into a temporary directory    beside the run dir (launcher.wandb_logger)
     check it: run.json, a checkpoint,      else refused; the temporary directory
       the launch's config identity           removed, the run dir untouched
@@ -63,17 +65,21 @@ def checkpoint_steps(directory: Path) -> list[int]:
     return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and p.is_dir())
 
 
-def fetch(spec: RunSpec, rd: RunDir) -> int:
+def fetch(spec: RunSpec, rd: RunDir) -> int | None:
     """Put the checkpoint artifact ``spec.control.from_artifact`` into ``rd`` (module
-    docstring); returns its step.
+    docstring); returns its step. None, fetching nothing: ``rd`` holds checkpoints and an
+    earlier launch there came from the same reference (a requeued job relaunching its
+    command line, e.g. submitit's): the launch resumes what is here.
 
     Raises:
-      ConfigError: ``rd`` already holds checkpoints; W&B cannot fetch the artifact; the
-        artifact holds no run of this launcher or a run of another config. Nothing in
-        ``rd`` is written then.
+      ConfigError: ``rd`` already holds checkpoints of another origin; W&B cannot fetch
+        the artifact; the artifact holds no run of this launcher or a run of another
+        config. Nothing in ``rd`` is written then.
     """
     ref = spec.control.from_artifact
     held = checkpoint_steps(rd.checkpoints)
+    if held and any(r.get("from_artifact") == ref for r in rd.read_launches()):
+        return None
     if held:
         raise ConfigError(
             f"from_artifact: {rd.path} already holds checkpoints (steps "

@@ -245,7 +245,10 @@ def _open(launch: Launch, env: Any, stored: dict[str, Any] | None) -> Checkpoint
         log.info("starting %s: %d chunks of %d ticks", rd.path, launch.n_chunks, launch.chunk_ticks)
     rd.truncate_metrics(launch.seeds, start if launch.resumed else -1)
     origin = provenance.collect()
-    rd.append_launch({"started": time.time(), "resumed_at_step": steps_done, **origin})
+    record = {"started": time.time(), "resumed_at_step": steps_done, **origin}
+    if spec.control.from_artifact is not None:  # a requeue of this command resumes here
+        record["from_artifact"] = spec.control.from_artifact
+    rd.append_launch(record)
     if stored is None or stored.get("config_hash") != spec.config_hash:
         facts = _run_facts(launch.agent, env, launch.program)
         rd.write_run(spec, {**facts, "provenance": origin})

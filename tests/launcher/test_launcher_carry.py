@@ -111,16 +111,23 @@ def fetch_from(carried, monkeypatch):
 
 
 def test_resume_from_an_artifact_equals_the_uninterrupted_run(full, fetch_from, tmp_path):
+    """Fetched once, stopped after one more chunk, then requeued with the same command
+    line (+from_artifact included): the requeue resumes the local checkpoint, no second
+    download, and the run ends bit-identical to an uninterrupted one."""
     run_dir = tmp_path / "elsewhere" / "run"
     ref = "me/wmrl/fake-run:latest"
+    first = launch(run_dir, from_artifact=ref, stop_after_chunks=1)
+    assert fetch_from == [ref] and first.resumed_from == STOP
     result = launch(run_dir, from_artifact=ref)
-    assert fetch_from == [ref]
-    assert result.resumed_from == STOP and result.chunks_done == 6
+    assert fetch_from == [ref]  # the requeue fetched nothing
+    assert result.resumed_from == STOP + 1 and result.chunks_done == 6
     full_dir, full_fp = full
     assert fingerprint(result.state) == full_fp
     for seed in SEEDS:
         assert rows(run_dir, seed) == rows(full_dir, seed), f"seed {seed}"
-    assert len((run_dir / "launches.jsonl").read_text().splitlines()) == 2  # carried + this
+    launches = (run_dir / "launches.jsonl").read_text().splitlines()
+    assert len(launches) == 3  # carried + the fetching launch + the requeue
+    assert [json.loads(r).get("from_artifact") for r in launches] == [None, ref, ref]
     assert not list(run_dir.parent.glob(".*artifact-*"))  # the download's directory removed
 
 
