@@ -17,8 +17,9 @@ same command; a stage whose output exists is skipped), driven by a :class:`Plan`
 probe task set at smoke sizes in about a minute (tests/launcher/test_multitask_validation.py).
 
 The task set ``mt3_dmc`` (``envs.task_sets``): Playground cartpole_balance, reacher_easy and
-finger_spin at action repeat 2 (T 500). All three pay a reward in [0, 1] at every step (no
-terminal-only reward), so their returns share one scale, [0, 500] per episode at repeat 2;
+finger_spin at action repeat 2 (T 500). All three pay a reward in [0, 1] at every control
+step (no terminal-only reward), so their returns share one scale, [0, 1000] per episode (the
+repeat sums its two rewards, as the reference's wrapper does);
 they are members of the reference's mt30 and cheap to simulate on a CPU. (The earlier
 ``mt3_cpu`` mixed gymnax Pendulum's -16..0 per step with these 0..1 tasks, and the one Q scale
 the reference's policy loss shares across tasks shrank the DMC tasks' terms 6-7x.)
