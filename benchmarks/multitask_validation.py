@@ -10,6 +10,7 @@ same command; a stage whose output exists is skipped), driven by a :class:`Plan`
     python benchmarks/multitask_validation.py random                # --data/random_returns.json
     python benchmarks/multitask_validation.py one_task [--task T]   # rule 1's offline models
     python benchmarks/multitask_validation.py pooled                # rule 2's offline model
+    python benchmarks/multitask_validation.py evaluate [--task T]   # their scores, in draws
     python benchmarks/multitask_validation.py verdict               # --root/verdict.json
     python benchmarks/multitask_validation.py all                   # every stage in order
 
@@ -27,6 +28,14 @@ the reference's policy loss shares across tasks shrank the DMC tasks' terms 6-7x
 Sources: single-task TD-MPC2 at size 1 (the learning-check preset), seed 0, 15,000 agent steps
 each (30 episodes of 500 steps in its own replay, ``agent.buffer_size`` = the run, so the export
 is the whole history), one final evaluation of 30 episodes.
+
+The offline models are scored after training, not inside their runs: the ``evaluate`` stage
+runs ``launcher.evaluate`` on each one's final checkpoint in draws of ``eval_draw`` episodes
+per task (draw d: fresh episodes keyed by ``EVAL_SALT + d``), each draw's returns written to
+``--root/evals/<run>/draw_<d>.json`` as it ends. On two CPU cores a size-1 planner takes
+about a minute per eval-mode episode (512 samples x 6 iterations x 500 decisions), so the
+pooled model's 90 episodes would be one uninterruptible hour or more; in draws, a stopped
+pipeline loses at most one draw.
 
 The rules (fixed in :data:`RULES` before any run; R = mean return of 30 eval-mode episodes):
 
@@ -70,6 +79,7 @@ class Plan:
       one_task_updates: U, the updates of each one-task offline model.
       offline_checkpoint: checkpoint interval of the offline runs, in updates.
       episodes: evaluation episodes of every score (random, source, one-task, pooled).
+      eval_draw: episodes per task in one draw of the ``evaluate`` stage (divides ``episodes``).
       model_size: the TD-MPC2 preset of every run (None: the protocol's own).
       source_protocol / offline_protocol: the launcher protocols of the two kinds of run.
       extra: overrides every launch gets.
@@ -81,6 +91,7 @@ class Plan:
     one_task_updates: int
     offline_checkpoint: int
     episodes: int
+    eval_draw: int
     model_size: str | None
     source_protocol: str
     offline_protocol: str
@@ -95,6 +106,7 @@ PLANS = {
         one_task_updates=2_000,
         offline_checkpoint=1_000,
         episodes=30,
+        eval_draw=5,
         model_size=None,  # learning_check: the size-1 preset with the reference's planner
         source_protocol="learning_check",
         offline_protocol="offline",
@@ -107,6 +119,7 @@ PLANS = {
         one_task_updates=10,
         offline_checkpoint=10,
         episodes=2,
+        eval_draw=1,
         model_size=None,
         source_protocol="smoke",
         offline_protocol="smoke",
@@ -163,9 +176,9 @@ def offline_overrides(plan: Plan, pool: Path, updates: int, tasks: Sequence[str]
         "protocol.seeds=[0]",
         f"protocol.n_timesteps={updates}",
         f"protocol.log_frequency={min(500, plan.offline_checkpoint)}",
-        f"protocol.eval_frequency={updates}",
+        "protocol.eval_frequency=0",  # scored by the evaluate stage (module docstring)
         f"protocol.checkpoint_frequency={plan.offline_checkpoint}",
-        f"protocol.eval_episodes={plan.episodes}",
+        f"protocol.eval_episodes={plan.eval_draw}",
         "protocol.eval_at_start=false",
         f"agent.dataset={pool.resolve()}",
         *chosen,
@@ -197,22 +210,66 @@ def random_returns(task_set: str, episodes: int, seed: int = 0) -> dict[str, flo
     }
 
 
-def final_eval(run_dir: Path, key: str, episodes: int, tasks: int = 1) -> float:
-    """The run's last evaluation of ``key`` (seed 0), checked to cover ``episodes`` episodes
-    of each of its ``tasks`` tasks."""
+def source_returns(run_dir: Path, episodes: int) -> list[float]:
+    """A source run's final in-run evaluation (seed 0): its ``episodes`` returns."""
     from launcher.rundir import read_metrics
 
     path = run_dir / "metrics" / "seed_0.jsonl"
-    evals = [r for r in read_metrics(path) if key in r] if path.is_file() else []
+    evals = [r for r in read_metrics(path) if EVAL_KEY in r] if path.is_file() else []
     if not evals:
-        raise SystemExit(f"{run_dir}: no evaluation of {key!r} yet; run its stage first")
-    last = evals[-1]
-    n = len(last.get("Eval/episode returns", []))
-    if n != episodes * tasks:
+        raise SystemExit(f"{run_dir}: no evaluation yet; run the sources stage first")
+    returns = [float(x) for x in evals[-1].get("Eval/episode returns", [])]
+    if len(returns) != episodes:
         raise SystemExit(
-            f"{run_dir}: its last evaluation has {n} episodes, the plan {episodes} x {tasks} tasks"
+            f"{run_dir}: its last evaluation has {len(returns)} episodes, not {episodes}"
         )
-    return float(last[key])
+    return returns
+
+
+def offline_runs(plan: Plan, pool: Any) -> dict[str, tuple[tuple[str, ...], int]]:
+    """Each offline run's dir name -> (the tasks it is scored on, its updates)."""
+    runs = {f"one_task_{n}": ((n,), plan.one_task_updates) for n in members(plan)}
+    runs["pooled"] = (members(plan), pooled_updates(plan, pool.episodes_per_task()))
+    return runs
+
+
+def evaluate_draws(plan: Plan, root: Path, run: str, tasks: Sequence[str], updates: int) -> None:
+    """Every missing draw of ``run``'s final checkpoint (module docstring): per task
+    ``eval_draw`` returns, written to ``root/evals/<run>/draw_<d>.json`` as each draw ends."""
+    from launcher.evaluate import evaluate_run
+
+    n = plan.eval_draw
+    for d in range(plan.episodes // n):
+        path = root / "evals" / run / f"draw_{d}.json"
+        if path.exists():
+            continue
+        out = evaluate_run(root / run, n, draw=d)
+        if out["timestep"] != updates:
+            raise SystemExit(
+                f"{root / run}: checkpoint at {out['timestep']} updates, not {updates}"
+            )
+        flat, row = out["returns"][0], out["metrics"][0]
+        returns = {t: [float(x) for x in flat[i * n : (i + 1) * n]] for i, t in enumerate(tasks)}
+        for t, rs in returns.items():  # the agent's per-task means agree with the split
+            assert len(rs) == n and math.isclose(
+                sum(rs) / n, row[f"Eval/{t}/episodic mean reward"], rel_tol=1e-5, abs_tol=1e-3
+            ), (run, t)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(".part")
+        part.write_text(json.dumps({"draw": d, "updates": updates, "returns": returns}) + "\n")
+        part.replace(path)  # a draw is on disk whole or not at all
+        means = {t: round(sum(r) / n, 1) for t, r in returns.items()}
+        print(f"{run} draw {d}: {json.dumps(means)}", flush=True)
+
+
+def drawn_returns(plan: Plan, root: Path, run: str, tasks: Sequence[str]) -> dict[str, list[float]]:
+    """Per task the ``episodes`` returns of ``run``'s draws, in draw order."""
+    draws = range(plan.episodes // plan.eval_draw)
+    paths = [root / "evals" / run / f"draw_{d}.json" for d in draws]
+    if missing := [p.name for p in paths if not p.exists()]:
+        raise SystemExit(f"{run}: draws {missing} not evaluated yet; run the evaluate stage")
+    loaded = [json.loads(p.read_text())["returns"] for p in paths]
+    return {t: [x for part in loaded for x in part[t]] for t in tasks}
 
 
 def _ratio(x: float, base: float, top: float) -> float | None:
@@ -253,22 +310,33 @@ def judge(scores: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def verdict(plan: Plan, root: Path, data: Path) -> dict[str, Any]:
     """:func:`judge` on the runs under ``root`` and the datasets under ``data``, with the
-    plan, the datasets' and the pool's sha256 and each task's episodes."""
+    plan, the datasets' and the pool's sha256, each task's episodes, and every score's
+    returns and standard error."""
+    import numpy as np
+
     from agents.tdmpc2.dataset import MultiTaskDataset
 
     rand = json.loads((data / "random_returns.json").read_text())
     pool = MultiTaskDataset.load(root / "pool", verify=False)
-    scores = {}
-    for name in members(plan):
-        key = f"Eval/{name}/episodic mean reward"
-        scores[name] = {
-            "random": rand[name],
-            "source": final_eval(root / "sources" / name, EVAL_KEY, plan.episodes),
-            "one_task": final_eval(root / f"one_task_{name}", key, plan.episodes),
-            "pooled": final_eval(root / "pooled", key, plan.episodes, len(members(plan))),
+    pooled = drawn_returns(plan, root, "pooled", members(plan))
+    returns = {
+        name: {
+            "source": source_returns(root / "sources" / name, plan.episodes),
+            "one_task": drawn_returns(plan, root, f"one_task_{name}", [name])[name],
+            "pooled": pooled[name],
         }
+        for name in members(plan)
+    }
+    scores = {
+        name: {"random": rand[name], **{k: float(np.mean(v)) for k, v in rs.items()}}
+        for name, rs in returns.items()
+    }
     out = judge(scores)
     for name, task in out["tasks"].items():
+        task["standard_error"] = {  # of each mean over its episodes
+            k: float(np.std(v, ddof=1) / math.sqrt(len(v))) for k, v in returns[name].items()
+        }
+        task["returns"] = returns[name]
         task["episodes_in_dataset"] = pool.episodes_per_task()[name]
         task["dataset_sha256"] = json.loads((data / name / "dataset.json").read_text())["sha256"]
     return {
@@ -290,7 +358,7 @@ def ensure_pool(plan: Plan, root: Path, data: Path) -> Any:
     return MultiTaskDataset.load(root / "pool", verify=False)
 
 
-STAGES = ("sources", "export", "random", "one_task", "pooled", "verdict")
+STAGES = ("sources", "export", "random", "one_task", "pooled", "evaluate", "verdict")
 
 
 def run_stage(
@@ -301,7 +369,10 @@ def run_stage(
     tasks: Sequence[str] | None = None,
     launch: Launch = subprocess_launch,
 ) -> int:
-    """One stage (module docstring); 0 on success, else the failed launch's exit status."""
+    """One stage (module docstring); 0 on success, else the failed launch's exit status.
+    ``tasks`` (default: every member) narrows sources, export, one_task and evaluate (which
+    then scores only those one-task models, not the pooled one)."""
+    every = not tasks
     tasks = list(tasks or members(plan))
     if stage == "sources":
         for name in tasks:
@@ -328,6 +399,10 @@ def run_stage(
         pool = ensure_pool(plan, root, data)
         updates = pooled_updates(plan, pool.episodes_per_task())
         return launch(offline_overrides(plan, root / "pool", updates), root / "pooled")
+    elif stage == "evaluate":
+        for run, (scored, updates) in offline_runs(plan, ensure_pool(plan, root, data)).items():
+            if (every and run == "pooled") or (run != "pooled" and scored[0] in tasks):
+                evaluate_draws(plan, root, run, scored, updates)
     elif stage == "verdict":
         result = verdict(plan, root, data)
         (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -344,7 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=[*STAGES, "all"])
     parser.add_argument("--plan", choices=sorted(PLANS), default="mt3_dmc")
     parser.add_argument(
-        "--task", action="append", help="only this member (sources, export, one_task)"
+        "--task",
+        action="append",
+        help="only this member (sources, export, one_task, evaluate: its one-task model)",
     )
     parser.add_argument("--root", type=Path, help="run dirs (default runs/mt_val_<plan>)")
     parser.add_argument("--data", type=Path, help="datasets (default results/data/<task set>)")
@@ -359,4 +436,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from launcher.malloc import reexec_with_fast_malloc
+
+    reexec_with_fast_malloc()  # the evaluate stage runs in this process
     sys.exit(main())

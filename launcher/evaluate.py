@@ -4,7 +4,9 @@ Rebuilds the run's env and agent from ``RUN_DIR/run.json``, restores the latest
 complete checkpoint (read only: unreadable ones are skipped, not moved) and runs the
 agent's evaluation (whatever policy the agent evaluates with, on fresh episodes) for N
 episodes per seed, printing the returns. The episodes' keys differ from the training run's
-evaluations. Exit status 2 with one message for a missing run directory or checkpoint.
+evaluations; ``--draw D`` picks another set of fresh episodes (draw D folds ``EVAL_SALT + D``
+into each seed's evaluation key), so an evaluation too long for one sitting can be split into
+draws of a few episodes each and pooled. Exit status 2 with one message for a missing run directory or checkpoint.
 ``--video``: the episodes rendered to MP4 instead (:mod:`launcher.video`).
 """
 
@@ -29,8 +31,9 @@ def evaluate_run(
     episodes: int | None = None,
     *,
     make_env: Any = None,
+    draw: int = 0,
 ) -> dict[str, Any]:
-    """Evaluate the latest checkpoint of ``run_dir``.
+    """Evaluate the latest checkpoint of ``run_dir`` on ``draw``'s episodes (module docstring).
 
     Returns:
       ``{"chunk", "timestep", "seeds", "returns": [[per-episode] per seed],
@@ -41,6 +44,9 @@ def evaluate_run(
 
     from launcher.program import seed_keys
     from launcher.rows import per_seed_rows, to_host
+
+    if draw < 0:
+        raise ConfigError(f"--draw: must be >= 0, got {draw}")
 
     def edit(config: dict[str, Any]) -> None:
         if episodes is not None:
@@ -56,7 +62,7 @@ def evaluate_run(
         restored.seeds,
     )
     _, eval_keys = seed_keys(seeds)
-    keys = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_SALT))(eval_keys)
+    keys = jax.vmap(lambda k: jax.random.fold_in(k, EVAL_SALT + draw))(eval_keys)
     _, metrics = program.evaluate(state, program.place(keys))
     metrics = to_host(metrics)
     rows = per_seed_rows(metrics, len(seeds), {})
@@ -65,6 +71,7 @@ def evaluate_run(
     return {
         "chunk": int(meta["chunk"]),
         "timestep": int(meta["timestep"]),
+        "draw": draw,
         "seeds": seeds,
         "returns": returns,
         "mean": means,
@@ -86,6 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="episodes per seed (default: the run's; with --video, 1)",
     )
     parser.add_argument(
+        "--draw",
+        type=int,
+        default=0,
+        help="which fresh episodes: draws differ in their keys (default 0)",
+    )
+    parser.add_argument(
         "--video",
         action="store_true",
         help="render the episodes to MP4 under RUN_DIR/videos/ instead (launcher.video)",
@@ -96,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from launcher.video import print_videos, render_videos
 
             return print_videos(render_videos(args.run_dir, args.episodes))
-        out = evaluate_run(args.run_dir, args.episodes)
+        out = evaluate_run(args.run_dir, args.episodes, draw=args.draw)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -381,6 +381,17 @@ def test_evaluate_latest_checkpoint(base, tmp_path):
         evaluate_run(tmp_path / "missing", make_env=make_fake_env)
 
 
+def test_evaluation_draws_are_fresh_episodes_and_draw_zero_is_the_default(base):
+    first = evaluate_run(base.run_dir, 3, make_env=make_fake_env)
+    assert (
+        evaluate_run(base.run_dir, 3, make_env=make_fake_env, draw=0)["returns"] == first["returns"]
+    )
+    other = evaluate_run(base.run_dir, 3, make_env=make_fake_env, draw=1)
+    assert other["draw"] == 1 and other["returns"] != first["returns"]
+    with pytest.raises(ConfigError, match="--draw: must be >= 0"):
+        evaluate_run(base.run_dir, 3, make_env=make_fake_env, draw=-1)
+
+
 def test_progress_bar_shows_steps_rate_returns_and_eta(capsys):
     from launcher.run import Progress
 

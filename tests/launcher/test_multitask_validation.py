@@ -88,6 +88,14 @@ def test_toy_pipeline_records_every_score_and_both_rules(toy):
     const = out["tasks"]["probe_constant_reward"]
     assert [const[k] for k in ("random", "source", "one_task", "pooled")] == [20.0] * 4
     assert const["rule1_fraction"] is None and const["rule2_fraction"] is None
+    # the offline models' scores come from the evaluate stage's draws, one file per draw
+    for run in ("one_task_probe_constant_reward", "one_task_probe_reward_is_action", "pooled"):
+        draws = sorted(p.name for p in (runs / "evals" / run).iterdir())
+        assert draws == ["draw_0.json", "draw_1.json"]
+    for name in names:
+        rs = out["tasks"][name]["returns"]
+        assert {k: len(v) for k, v in rs.items()} == dict.fromkeys(rs, plan.episodes)
+        assert out["tasks"][name]["pooled"] == pytest.approx(sum(rs["pooled"]) / plan.episodes)
     assert out["rule1"]["tasks_held"] <= 1 and not out["rule1"]["passed"]
 
 
@@ -105,3 +113,16 @@ def test_rerunning_every_stage_redoes_nothing(toy):
         assert mv.run_stage(stage, plan, runs, data, launch=counting) == 0
     assert {p: p.stat().st_mtime_ns for p in before} == before  # no run logged a row again
     assert len(launches) == 5  # 2 sources + 2 one-task + pooled, each found complete
+
+
+def test_a_lost_draw_is_evaluated_again_alone_and_the_verdict_waits_for_it(toy):
+    plan, runs, data = toy
+    lost = runs / "evals" / "pooled" / "draw_1.json"
+    kept = runs / "evals" / "pooled" / "draw_0.json"
+    before, stamp = lost.read_text(), kept.stat().st_mtime_ns
+    lost.unlink()
+    with pytest.raises(SystemExit, match=r"pooled: draws \['draw_1.json'\] not evaluated yet"):
+        mv.run_stage("verdict", plan, runs, data)
+    assert mv.run_stage("evaluate", plan, runs, data) == 0
+    assert lost.read_text() == before  # the same fresh episodes: draw 1's keys
+    assert kept.stat().st_mtime_ns == stamp
