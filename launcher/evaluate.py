@@ -6,7 +6,8 @@ agent's evaluation (whatever policy the agent evaluates with, on fresh episodes)
 episodes per seed, printing the returns. The episodes' keys differ from the training run's
 evaluations; ``--draw D`` picks another set of fresh episodes (draw D folds ``EVAL_SALT + D``
 into each seed's evaluation key), so an evaluation too long for one sitting can be split into
-draws of a few episodes each and pooled. Exit status 2 with one message for a missing run directory or checkpoint.
+draws of a few episodes each and pooled. Exit status 2 with one message for a missing run
+directory or checkpoint.
 ``--video``: the episodes rendered to MP4 instead (:mod:`launcher.video`).
 """
 

@@ -89,8 +89,8 @@ def test_toy_pipeline_records_every_score_and_both_rules(toy):
     assert [const[k] for k in ("random", "source", "one_task", "pooled")] == [20.0] * 4
     assert const["rule1_fraction"] is None and const["rule2_fraction"] is None
     # the offline models' scores come from the evaluate stage's draws, one file per draw
-    for run in ("one_task_probe_constant_reward", "one_task_probe_reward_is_action", "pooled"):
-        draws = sorted(p.name for p in (runs / "evals" / run).iterdir())
+    for name in ("one_task_probe_constant_reward", "one_task_probe_reward_is_action", "pooled"):
+        draws = sorted(p.name for p in (runs / "evals" / name).iterdir())
         assert draws == ["draw_0.json", "draw_1.json"]
     for name in names:
         rs = out["tasks"][name]["returns"]
