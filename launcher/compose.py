@@ -10,6 +10,7 @@ in Hydra's ConfigStore (:func:`register_schemas`, :mod:`launcher.structured`).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -86,30 +87,38 @@ def register_schemas(overrides: Sequence[str] = ()) -> None:
 
 def normalize(overrides: Sequence[str]) -> list[str]:
     """``overrides`` with each integral float value written as the int it equals
-    (``protocol.n_timesteps=1e6`` -> ``=1000000``): Hydra's grammar reads ``1e6`` as a
-    float and OmegaConf's int fields refuse floats; a float field takes the int as the
-    same float. Sweeps, ``hydra.*`` and unparsable overrides are left as written."""
-    import math
-
+    (``protocol.n_timesteps=1e6`` -> ``=1000000``; a sweep of numbers too:
+    ``agent.buffer_size=1e5,2e5`` -> ``=100000,200000``): Hydra's grammar reads ``1e6`` as a
+    float and OmegaConf's int fields refuse floats; a float field takes the int as the same
+    float. Other sweeps (ranges, intervals, globs, non-numbers), ``hydra.*`` and unparsable
+    overrides are left as written."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ChoiceSweep
 
     parser = OverridesParser.create()
     out = []
     for text in overrides:
         try:
             ov = parser.parse_override(text)
-            value = None if ov.is_sweep_override() else ov.value()
+            value = ov.value()
         except Exception:  # noqa: BLE001 - the pre-check names a bad override
-            value = None
+            out.append(text)
+            continue
+        values = value.list if isinstance(value, ChoiceSweep) else [value]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         if (
-            isinstance(value, float)
-            and math.isfinite(value)
-            and value.is_integer()
+            numbers
+            and any(_integral(v) for v in values)
             and not ov.key_or_group.startswith("hydra")
         ):
-            text = f"{text.split('=', 1)[0]}={int(value)}"
+            written = ",".join(str(int(v)) if _integral(v) else str(v) for v in values)
+            text = f"{text.split('=', 1)[0]}={written}"
         out.append(text)
     return out
+
+
+def _integral(value: object) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
 
 
 def group_options(group: str, overrides: Sequence[str] = ()) -> list[str]:

@@ -205,6 +205,23 @@ def test_sweeps_expand_into_validated_jobs():
         assert env_id in compatible_envs(TDMPC2)
 
 
+def test_integral_floats_become_ints_and_everything_else_stays_as_written():
+    from launcher.compose import normalize
+
+    assert normalize(["protocol.n_timesteps=1e6", "+x=2e2", "agent.buffer_size=1e5,2e5"]) == [
+        "protocol.n_timesteps=1000000",
+        "+x=200",
+        "agent.buffer_size=100000,200000",
+    ]
+    kept = ["a=1.5", "b=x,1e3", "c=range(1,5)", "hydra.x=1e3", "d=inf", "e=[1e3,2]", "f=true"]
+    assert normalize(kept) == kept
+    assert normalize(["g=1.5,2e3"]) == ["g=1.5,2000"]  # a float field takes 2000 as 2000.0
+    assert (
+        compose_spec(["protocol=quick", "agent.buffer_size=1.5e4"]).run_name
+        == (PINNED_RUN_NAMES["protocol=quick agent.buffer_size=15000"])
+    )
+
+
 # Run names of configs launched before the schema moved into the dataclasses: a run
 # started then resumes now (launcher.identity hashes the composed sections).
 PINNED_RUN_NAMES = {

@@ -52,6 +52,14 @@ def test_the_sweeper_hands_every_checked_job_to_the_launcher(launches, capsys):
     ]
 
 
+def test_a_sweep_of_integral_floats_reaches_an_int_field_as_ints(launches, capsys):
+    """``1e5`` is a float to Hydra's grammar; a swept int field gets the ints, as one value does
+    (launcher.compose.normalize)."""
+    assert main(["-m", *SMOKE, "agent.buffer_size=1e5,2e5"]) == 0, capsys.readouterr().err
+    sizes = [o for job in launches[0] for o in job if o.startswith("agent.buffer_size")]
+    assert sizes == ["agent.buffer_size=100000", "agent.buffer_size=200000"]
+
+
 def test_one_bad_job_refuses_the_sweep_naming_it_and_launches_nothing(launches, capsys, tmp_path):
     # --config-dir: the command line's own pre-check stands aside; the sweeper still checks.
     extra = tmp_path / "extra_conf"
