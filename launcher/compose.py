@@ -25,6 +25,11 @@ __all__ = ["hydra_message"]  # re-exported: the CLI's Python API
 CONFIG_MODULE = "conf"
 CONFIG_NAME = "config"
 RESOLVER = "launcher_run_name"
+GROUPS_RESOLVER = "launcher_config_groups"
+# The groups a user picks options from, in the help's order. Hydra's $APP_CONFIG_GROUPS lists
+# every group, the internal ones too (schema, schema/agent, agent_protocol, env/default,
+# model_size/<agent>), so conf/hydra/help/launcher.yaml lists these instead.
+HELP_GROUPS = ("agent", "env", "protocol", "model_size", "logger", "sweep")
 
 
 # --------------------------------------------------------------------- resolvers
@@ -40,11 +45,29 @@ def _run_name(*, _root_: Any) -> str:
     return run_name(job)
 
 
+def _config_groups() -> str:
+    """The help's group lines, ``group: option, ...`` for :data:`HELP_GROUPS` (read while
+    Hydra prints the help, from its config loader)."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
+
+    loader = GlobalHydra.instance().config_loader()
+    lines = []
+    for group in HELP_GROUPS:
+        options = loader.get_group_options(group, ObjectType.CONFIG, config_name=CONFIG_NAME)
+        options = sorted(options)
+        name = "+sweep (with -m)" if group == "sweep" else group
+        lines.append(f"{name}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
 def register_resolvers() -> None:
-    """Register the OmegaConf resolver used by ``conf/config.yaml`` (idempotent)."""
+    """Register the OmegaConf resolvers of ``conf/config.yaml`` (the run dir) and of
+    ``conf/hydra/help/launcher.yaml`` (the help's groups); idempotent."""
     from omegaconf import OmegaConf
 
     OmegaConf.register_new_resolver(RESOLVER, _run_name, replace=True)
+    OmegaConf.register_new_resolver(GROUPS_RESOLVER, _config_groups, replace=True)
 
 
 # ----------------------------------------------------------------------- compose

@@ -43,7 +43,12 @@ def test_help_starts_with_the_projects_top_and_keeps_hydras_help(capsys):
     for part in ("== Examples ==", "== Where runs go ==", "runs/<agent>-<env>-<protocol>-"):
         assert part in top, part
     assert 'eval "$(wmrl -sc install=bash)"' in top  # the template's $$ came out as $
-    assert "\nmodel_size: " in hydra_part and "\nagent: " in hydra_part  # the groups
+    groups = hydra_part.split("== Config ==")[0]
+    listed = [line.split(":")[0] for line in groups.splitlines() if ": " in line]
+    assert listed == ["agent", "env", "protocol", "model_size", "logger", "+sweep (with -m)"]
+    assert "tdmpc2_paper_dmc" in groups  # the +sweep= files, found on the search path
+    for internal in ("schema", "agent_protocol", "env/default", "model_size/tdmpc2"):
+        assert f"\n{internal}:" not in groups, internal  # Hydra's own list would show them
     assert "== Config ==" in hydra_part and "Powered by Hydra" in hydra_part
     assert "name: tdmpc2" in hydra_part  # the composed config, overrides applied:
     assert "name: dreamerv3" in help_text(capsys, "agent=dreamerv3").split("== Config ==")[1]
