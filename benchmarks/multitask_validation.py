@@ -12,7 +12,7 @@ same command; a stage whose output exists is skipped), driven by a :class:`Plan`
     python benchmarks/multitask_validation.py pooled                # rule 2's offline model
     python benchmarks/multitask_validation.py evaluate [--task T]   # their scores, in draws
     python benchmarks/multitask_validation.py verdict               # --root/verdict.json
-    python benchmarks/multitask_validation.py all                   # every stage in order
+    python benchmarks/multitask_validation.py all                   # every stage (run_all)
 
 ``--plan mt3_dmc`` (the default) is the validation; ``--plan toy`` runs the same stages on the
 probe task set at smoke sizes in about a minute (tests/launcher/test_multitask_validation.py).
@@ -412,6 +412,19 @@ def run_stage(
     return 0
 
 
+def run_all(plan: Plan, root: Path, data: Path, launch: Launch = subprocess_launch) -> int:
+    """Every stage in order, except that each one-task model is scored as soon as it is
+    trained: rule 1's numbers come before the pooled model's long training and evaluation."""
+    steps: list[tuple[str, list[str] | None]] = [("sources", None), ("export", None)]
+    steps += [("random", None)]
+    steps += [(stage, [t]) for t in members(plan) for stage in ("one_task", "evaluate")]
+    steps += [("pooled", None), ("evaluate", None), ("verdict", None)]
+    for stage, tasks in steps:
+        if rc := run_stage(stage, plan, root, data, tasks, launch):
+            return rc
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -429,10 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = PLANS[args.plan]
     root = args.root or Path(f"runs/mt_val_{args.plan}")
     data = args.data or Path("results/data") / plan.task_set
-    for stage in STAGES if args.stage == "all" else [args.stage]:
-        if rc := run_stage(stage, plan, root, data, args.task):
-            return rc
-    return 0
+    if args.stage == "all":
+        return run_all(plan, root, data)
+    return run_stage(args.stage, plan, root, data, args.task)
 
 
 if __name__ == "__main__":

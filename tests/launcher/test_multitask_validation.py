@@ -67,8 +67,7 @@ def toy(tmp_path_factory):
     root = tmp_path_factory.mktemp("mt_val")
     runs, data = root / "runs", root / "data"
     plan = mv.PLANS["toy"]
-    for stage in mv.STAGES:
-        assert mv.run_stage(stage, plan, runs, data, launch=in_process) == 0
+    assert mv.run_all(plan, runs, data, launch=in_process) == 0
     return plan, runs, data
 
 
