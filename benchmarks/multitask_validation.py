@@ -236,8 +236,10 @@ def offline_runs(plan: Plan, pool: Any) -> dict[str, tuple[tuple[str, ...], int]
 def evaluate_draws(plan: Plan, root: Path, run: str, tasks: Sequence[str], updates: int) -> None:
     """Every missing draw of ``run``'s final checkpoint (module docstring): per task
     ``eval_draw`` returns, written to ``root/evals/<run>/draw_<d>.json`` as each draw ends."""
+    from launcher.cache import enable_compile_cache
     from launcher.evaluate import evaluate_run
 
+    enable_compile_cache()  # every draw after the first loads the compiled evaluation
     n = plan.eval_draw
     for d in range(plan.episodes // n):
         path = root / "evals" / run / f"draw_{d}.json"

@@ -105,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="render the episodes to MP4 under RUN_DIR/videos/ instead (launcher.video)",
     )
     args = parser.parse_args(argv)
+    from launcher.cache import enable_compile_cache
+
+    enable_compile_cache()  # as a launch does: a second evaluation loads its programs
     try:
         if args.video:
             from launcher.video import print_videos, render_videos
