@@ -116,18 +116,13 @@ def _resolve_protocol(cfg: Mapping[str, Any]) -> Protocol:
     for s in p.seeds:
         if not 0 <= s < 2**31:
             raise ConfigError(f"protocol.seeds: seeds must be in [0, 2**31), got {s}")
-    for key in ("n_timesteps", "log_frequency", "eval_episodes", "keep_checkpoints"):
-        if getattr(p, key) < 1:
-            raise ConfigError(f"protocol.{key}: must be an int >= 1, got {getattr(p, key)}")
     if p.log_frequency > p.n_timesteps:
         raise ConfigError(
             f"protocol.log_frequency: {p.log_frequency} exceeds protocol.n_timesteps="
             f"{p.n_timesteps}; use a value <= n_timesteps"
         )
     for key in ("eval_frequency", "checkpoint_frequency"):
-        value = getattr(p, key)
-        if value < 0:
-            raise ConfigError(f"protocol.{key}: must be an int >= 0, got {value}")
+        value = getattr(p, key)  # >= 0: its bound (launcher.schema.Protocol)
         if value % p.log_frequency:
             raise ConfigError(
                 f"protocol.{key}: {value} is not a multiple of protocol.log_frequency="
@@ -137,14 +132,7 @@ def _resolve_protocol(cfg: Mapping[str, Any]) -> Protocol:
 
 
 def _resolve_env(cfg: Mapping[str, Any]) -> EnvSpecConfig:
-    env = build_dataclass(EnvSpecConfig, section(cfg, "env"), "env")
-    if env.action_repeat < 1:
-        raise ConfigError(f"env.action_repeat: must be an int >= 1, got {env.action_repeat}")
-    if env.episode_length is not None and env.episode_length < 1:
-        raise ConfigError(
-            f"env.episode_length: must be an int >= 1 or null, got {env.episode_length}"
-        )
-    return env
+    return build_dataclass(EnvSpecConfig, section(cfg, "env"), "env")  # bounds: its fields
 
 
 def _resolve_logger(cfg: Mapping[str, Any]) -> LoggerSpec:
@@ -196,12 +184,6 @@ def _resolve_control(cfg: Mapping[str, Any]) -> RunControl:
             f"resume: {control.resume!r} is not a resume mode; choose one of: "
             f"{listing(RESUME_MODES)} (e.g. +resume=force)"
         )
-    if control.stop_after_chunks is not None and control.stop_after_chunks < 1:
-        raise ConfigError(
-            f"stop_after_chunks: must be an int >= 1, got {control.stop_after_chunks}"
-        )
-    if control.max_abs_loss is not None and not control.max_abs_loss > 0:
-        raise ConfigError(f"max_abs_loss: must be a number > 0, got {control.max_abs_loss}")
     if control.from_artifact is not None and not ARTIFACT_REF.fullmatch(control.from_artifact):
         raise ConfigError(
             f"from_artifact: {control.from_artifact!r} is not a W&B artifact reference; "

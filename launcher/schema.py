@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from agent_api.rules import bounded
 from launcher.identity import composed_hash, run_name
 
 CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics", "reference_rows", "run_end")
@@ -43,8 +44,8 @@ class EnvSpecConfig:
     """
 
     id: str
-    action_repeat: int = 1
-    episode_length: int | None = None
+    action_repeat: int = bounded(1, low=1)
+    episode_length: int | None = bounded(None, low=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +77,13 @@ class Protocol:
 
     name: str
     seeds: tuple[int, ...]
-    n_timesteps: int
-    log_frequency: int
-    eval_frequency: int = 0
-    eval_episodes: int = 10
+    n_timesteps: int = bounded(dataclasses.MISSING, low=1)
+    log_frequency: int = bounded(dataclasses.MISSING, low=1)
+    eval_frequency: int = bounded(0, low=0, why="0 never evaluates")
+    eval_episodes: int = bounded(10, low=1)
     eval_at_start: bool = False
-    checkpoint_frequency: int = 0
-    keep_checkpoints: int = 2
+    checkpoint_frequency: int = bounded(0, low=0)
+    keep_checkpoints: int = bounded(2, low=1)
     shard_seeds: bool = True
     fast_compile: bool = False
 
@@ -153,9 +154,9 @@ class RunControl:
     """
 
     resume: str = "auto"
-    stop_after_chunks: int | None = None
+    stop_after_chunks: int | None = bounded(None, low=1)
     allow_long_cpu_run: bool = False
-    max_abs_loss: float | None = None
+    max_abs_loss: float | None = bounded(None, low=0, low_open=True)
     dry_run: bool = False
     from_artifact: str | None = None
 
