@@ -83,6 +83,8 @@ class Plan:
       model_size: the TD-MPC2 preset of every run (None: the protocol's own).
       source_protocol / offline_protocol: the launcher protocols of the two kinds of run.
       extra: overrides every launch gets.
+      tag: appended to the offline runs' dir names and the verdict's file name, so plans
+        that share the sources (one task set) share one ``--root``.
     """
 
     task_set: str
@@ -96,22 +98,39 @@ class Plan:
     source_protocol: str
     offline_protocol: str
     extra: tuple[str, ...] = ()
+    tag: str = ""
 
+
+def one_task_dir(plan: Plan, task: str) -> str:
+    return f"one_task{plan.tag}_{task}"
+
+
+def pooled_dir(plan: Plan) -> str:
+    return f"pooled{plan.tag}"
+
+
+MT3_DMC = Plan(
+    task_set="mt3_dmc",
+    source_steps=15_000,
+    source_checkpoint=2_500,
+    one_task_updates=2_000,
+    offline_checkpoint=1_000,
+    episodes=30,
+    eval_draw=5,
+    model_size=None,  # learning_check: the size-1 preset with the reference's planner
+    source_protocol="learning_check",
+    offline_protocol="offline",
+    extra=("+allow_long_cpu_run=true",),  # hours on a CPU: the pipeline's purpose
+)
 
 PLANS = {
-    "mt3_dmc": Plan(
-        task_set="mt3_dmc",
-        source_steps=15_000,
-        source_checkpoint=2_500,
-        one_task_updates=2_000,
-        offline_checkpoint=1_000,
-        episodes=30,
-        eval_draw=5,
-        model_size=None,  # learning_check: the size-1 preset with the reference's planner
-        source_protocol="learning_check",
-        offline_protocol="offline",
-        extra=("+allow_long_cpu_run=true",),  # hours on a CPU: the pipeline's purpose
-    ),
+    "mt3_dmc": MT3_DMC,
+    # Added after the first plan's one-task cartpole_balance model scored near random with its
+    # Q at 0.16 of the data's discounted returns (docs/VALIDATION.md §4.1), before any run of
+    # its own. U from the arithmetic, not from a score: the TD target follows a Polyak target
+    # network (tau = 0.01), so U updates make about U x tau Bellman backups, and the values
+    # reach 1 - gamma^(U tau) of their fixed point; 95% at gamma = 0.99 needs U tau >= 298.
+    "mt3_dmc_u30k": dataclasses.replace(MT3_DMC, one_task_updates=30_000, tag="_u30k"),
     "toy": Plan(
         task_set="probe_tasks",
         source_steps=40,
@@ -228,8 +247,8 @@ def source_returns(run_dir: Path, episodes: int) -> list[float]:
 
 def offline_runs(plan: Plan, pool: Any) -> dict[str, tuple[tuple[str, ...], int]]:
     """Each offline run's dir name -> (the tasks it is scored on, its updates)."""
-    runs = {f"one_task_{n}": ((n,), plan.one_task_updates) for n in members(plan)}
-    runs["pooled"] = (members(plan), pooled_updates(plan, pool.episodes_per_task()))
+    runs = {one_task_dir(plan, n): ((n,), plan.one_task_updates) for n in members(plan)}
+    runs[pooled_dir(plan)] = (members(plan), pooled_updates(plan, pool.episodes_per_task()))
     return runs
 
 
@@ -320,11 +339,11 @@ def verdict(plan: Plan, root: Path, data: Path) -> dict[str, Any]:
 
     rand = json.loads((data / "random_returns.json").read_text())
     pool = MultiTaskDataset.load(root / "pool", verify=False)
-    pooled = drawn_returns(plan, root, "pooled", members(plan))
+    pooled = drawn_returns(plan, root, pooled_dir(plan), members(plan))
     returns = {
         name: {
             "source": source_returns(root / "sources" / name, plan.episodes),
-            "one_task": drawn_returns(plan, root, f"one_task_{name}", [name])[name],
+            "one_task": drawn_returns(plan, root, one_task_dir(plan, name), [name])[name],
             "pooled": pooled[name],
         }
         for name in members(plan)
@@ -395,19 +414,20 @@ def run_stage(
         ensure_pool(plan, root, data)
         for name in tasks:
             args = offline_overrides(plan, root / "pool", plan.one_task_updates, [name])
-            if rc := launch(args, root / f"one_task_{name}"):
+            if rc := launch(args, root / one_task_dir(plan, name)):
                 return rc
     elif stage == "pooled":
         pool = ensure_pool(plan, root, data)
         updates = pooled_updates(plan, pool.episodes_per_task())
-        return launch(offline_overrides(plan, root / "pool", updates), root / "pooled")
+        return launch(offline_overrides(plan, root / "pool", updates), root / pooled_dir(plan))
     elif stage == "evaluate":
         for run, (scored, updates) in offline_runs(plan, ensure_pool(plan, root, data)).items():
-            if (every and run == "pooled") or (run != "pooled" and scored[0] in tasks):
+            pooled = run == pooled_dir(plan)
+            if (every and pooled) or (not pooled and scored[0] in tasks):
                 evaluate_draws(plan, root, run, scored, updates)
     elif stage == "verdict":
         result = verdict(plan, root, data)
-        (root / "verdict.json").write_text(json.dumps(result, indent=1) + "\n")
+        (root / f"verdict{plan.tag}.json").write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps(result, indent=1))
     else:
         raise ValueError(f"unknown stage {stage!r}; one of {STAGES}")
@@ -438,11 +458,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="only this member (sources, export, one_task, evaluate: its one-task model)",
     )
-    parser.add_argument("--root", type=Path, help="run dirs (default runs/mt_val_<plan>)")
+    parser.add_argument("--root", type=Path, help="run dirs (default runs/mt_val_<task set>)")
     parser.add_argument("--data", type=Path, help="datasets (default results/data/<task set>)")
     args = parser.parse_args(argv)
     plan = PLANS[args.plan]
-    root = args.root or Path(f"runs/mt_val_{args.plan}")
+    root = args.root or Path(f"runs/mt_val_{plan.task_set}")  # the plans of a task set share it
     data = args.data or Path("results/data") / plan.task_set
     if args.stage == "all":
         return run_all(plan, root, data)

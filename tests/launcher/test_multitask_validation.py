@@ -125,3 +125,22 @@ def test_a_lost_draw_is_evaluated_again_alone_and_the_verdict_waits_for_it(toy):
     assert mv.run_stage("evaluate", plan, runs, data) == 0
     assert lost.read_text() == before  # the same fresh episodes: draw 1's keys
     assert kept.stat().st_mtime_ns == stamp
+
+
+def test_a_tagged_plan_shares_the_sources_and_keeps_its_own_offline_runs(toy):
+    plan, runs, data = toy
+    before = (runs / "verdict.json").read_text()
+    longer = mv.dataclasses.replace(plan, one_task_updates=2 * plan.one_task_updates, tag="_b")
+    launched = []
+
+    def counting(overrides, run_dir):
+        launched.append(run_dir.name)
+        return in_process(overrides, run_dir)
+
+    assert mv.run_all(longer, runs, data, launch=counting) == 0
+    names = ["probe_constant_reward", "probe_reward_is_action"]
+    assert launched == [*names, *(f"one_task_b_{n}" for n in names), "pooled_b"]
+    out = json.loads((runs / "verdict_b.json").read_text())
+    assert out["plan"]["one_task_updates"] == 2 * plan.one_task_updates
+    assert out["pooled_updates"] == 2 * longer.one_task_updates
+    assert (runs / "verdict.json").read_text() == before  # the first plan's verdict kept
