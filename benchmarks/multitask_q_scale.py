@@ -2,6 +2,7 @@
 RunningScale (issue 11's diagnosis, docs/VALIDATION.md §4.1).
 
     .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] [--windows 8192]
+    .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR --return-to-go [--tail 200]
 
 For each run: restore its latest checkpoint (read only), draw ``--windows`` windows from
 its dataset with the trainer's sampler, and compute the quantity the policy loss's
@@ -11,6 +12,14 @@ task and once over the whole batch. Seed 0's state; the policy noise is N(0, 1) 
 training. Prints one JSON object per run. The ratio ``pooled / task`` is the factor by
 which the shared scale shrinks that task's Q term in the policy loss, against a scale of
 its own.
+
+``--return-to-go`` asks instead how far the values have converged (issue 32's diagnosis,
+docs/VALIDATION.md §4.1): per task, ``Q(z_t, a_t)`` (members 0 and 1 averaged, no dropout)
+on the dataset's own transitions against their discounted return-to-go
+``G_t = sum_k gamma^k r_{t+1+k}`` under the task's discount, for the rows with at least
+``--tail`` rows after them (so that the return cut at the episode's end is nearly the
+infinite one: ``gamma^200 = 0.13`` at 0.99). Prints the means, their ratio, 5/95% points
+and the Pearson correlation.
 """
 
 from __future__ import annotations
@@ -56,13 +65,67 @@ def q_ranges(run_dir: str, windows: int, seed: int = 0) -> dict:
     return out
 
 
+def return_to_go(reward: np.ndarray, gamma: float) -> np.ndarray:
+    """``G [E, L]`` of ``reward [E, L]`` (row t's reward arrives with row t, so
+    ``G_t = r_{t+1} + gamma G_{t+1}``, ``G_{L-1} = 0``), in float64."""
+    g = np.zeros(reward.shape, np.float64)
+    for t in range(reward.shape[1] - 2, -1, -1):
+        g[:, t] = reward[:, t + 1] + gamma * g[:, t + 1]
+    return g
+
+
+def q_against_returns(run_dir: str, tail: int = 200) -> dict:
+    """``--return-to-go`` (module docstring) for the latest checkpoint of ``run_dir``."""
+    restored = restore_run(run_dir, purpose="measure")
+    agent = restored.agent
+    train = jax.tree.map(lambda x: np.asarray(x)[0], jax.device_get(restored.state.train))
+    params, wm = train.params, agent.wm
+    data = agent.shared_inputs()
+    obs, action, reward, task, length = map(
+        np.asarray, (data.obs, data.action, data.reward, data.task, data.length)
+    )
+    out = {"run": run_dir, "updates": int(restored.meta["timestep"])}
+    for i, name in enumerate(agent.tasks.names):
+        eps = np.flatnonzero(task == i)
+        if not eps.size:
+            continue
+        ctx1 = agent.tasks.context(jnp.asarray(i, jnp.int32))
+        rows = int(length[eps[0]]) + 1 - tail  # every episode of a task has its length
+        g = return_to_go(reward[eps], float(ctx1.discount))[:, :rows].reshape(-1)
+        o = obs[eps, :rows].reshape(-1, obs.shape[-1])
+        a = action[eps, :rows].reshape(-1, action.shape[-1])
+        ctx = agent.tasks.context(jnp.full((o.shape[0],), i, jnp.int32))
+        z = wm.encode(params, jnp.asarray(o), task=ctx)
+        emb = {TASK_EMB: params[TASK_EMB]}
+        pair = jnp.asarray([0, 1])
+        q = wm.q_value({"qs": params["qs"], **emb}, z, jnp.asarray(a), pair, None, "avg", ctx)
+        q = np.asarray(q).reshape(-1)
+        out[name] = {
+            "discount": float(ctx1.discount),
+            "rows": int(g.size),
+            "return_to_go_mean": float(g.mean()),
+            "q_mean": float(q.mean()),
+            "q / return_to_go": float(q.mean() / g.mean()),
+            "return_to_go_p5_p95": [float(x) for x in np.percentile(g, [5, 95])],
+            "q_p5_p95": [float(x) for x in np.percentile(q, [5, 95])],
+            "pearson_r": float(np.corrcoef(g, q)[0, 1]),
+        }
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--windows", type=int, default=8192)
+    p.add_argument("--return-to-go", action="store_true", help="Q against the data's returns")
+    p.add_argument("--tail", type=int, default=200, help="rows kept after each measured row")
     args = p.parse_args()
     for run_dir in args.run_dirs:
-        print(json.dumps(q_ranges(run_dir, args.windows), indent=1), flush=True)
+        if args.return_to_go:
+            out = q_against_returns(run_dir, args.tail)
+        else:
+            out = q_ranges(run_dir, args.windows)
+        print(json.dumps(out, indent=1), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from launcher_fakes import benchmark_script
 
@@ -144,3 +145,11 @@ def test_a_tagged_plan_shares_the_sources_and_keeps_its_own_offline_runs(toy):
     assert out["plan"]["one_task_updates"] == 2 * plan.one_task_updates
     assert out["pooled_updates"] == 2 * longer.one_task_updates
     assert (runs / "verdict.json").read_text() == before  # the first plan's verdict kept
+
+
+def test_return_to_go_discounts_the_rewards_that_follow_each_row():
+    """benchmarks/multitask_q_scale.py's reference for the values (row t's reward arrives
+    with row t): G_3 = 0, G_2 = r_3, G_1 = r_2 + g G_2, G_0 = r_1 + g G_1."""
+    qs = benchmark_script("multitask_q_scale")
+    g = qs.return_to_go(np.array([[0.0, 1.0, 2.0, 4.0], [9.0, 0.0, 0.0, 8.0]]), 0.5)
+    assert g.tolist() == [[3.0, 4.0, 4.0, 0.0], [2.0, 4.0, 8.0, 0.0]]
