@@ -6,7 +6,7 @@ One pipeline, every stage resumable (a launcher run resumes from its checkpoints
 same command; a stage whose output exists is skipped), driven by a :class:`Plan`::
 
     python benchmarks/multitask_validation.py sources [--task T]   # single-task source runs
-    python benchmarks/multitask_validation.py export                # --data/<task> datasets
+    python benchmarks/multitask_validation.py export                # --data/<task>, source_returns.json
     python benchmarks/multitask_validation.py random                # --data/random_returns.json
     python benchmarks/multitask_validation.py one_task [--task T]   # rule 1's offline models
     python benchmarks/multitask_validation.py pooled                # rule 2's offline model
@@ -66,6 +66,9 @@ RULES = {
     "pooled": {"fraction_of_one_task_above_random": 0.8, "tasks_needed": 2},
 }
 EVAL_KEY = "Eval/episodic mean reward"
+# Next to the exports: each source's final-evaluation returns, so that the verdict needs the
+# datasets and the offline runs, not the sources' run dirs.
+SOURCE_RETURNS = "source_returns.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,9 +343,10 @@ def verdict(plan: Plan, root: Path, data: Path) -> dict[str, Any]:
     rand = json.loads((data / "random_returns.json").read_text())
     pool = MultiTaskDataset.load(root / "pool", verify=False)
     pooled = drawn_returns(plan, root, pooled_dir(plan), members(plan))
+    recorded_sources = json.loads((data / SOURCE_RETURNS).read_text())
     returns = {
         name: {
-            "source": source_returns(root / "sources" / name, plan.episodes),
+            "source": recorded_sources[name],
             "one_task": drawn_returns(plan, root, one_task_dir(plan, name), [name])[name],
             "pooled": pooled[name],
         }
@@ -402,9 +406,13 @@ def run_stage(
     elif stage == "export":
         from launcher.export import export_run
 
+        recorded = json.loads(path.read_text()) if (path := data / SOURCE_RETURNS).exists() else {}
         for name in tasks:
             if not (data / name).exists():
                 print(json.dumps(export_run(root / "sources" / name, data / name)), flush=True)
+            if name not in recorded:
+                recorded[name] = source_returns(root / "sources" / name, plan.episodes)
+        path.write_text(json.dumps(recorded, indent=1) + "\n")
     elif stage == "random":
         if not (data / "random_returns.json").exists():
             out = random_returns(plan.task_set, plan.episodes)

@@ -92,6 +92,8 @@ def test_toy_pipeline_records_every_score_and_both_rules(toy):
     for name in ("one_task_probe_constant_reward", "one_task_probe_reward_is_action", "pooled"):
         draws = sorted(p.name for p in (runs / "evals" / name).iterdir())
         assert draws == ["draw_0.json", "draw_1.json"]
+    recorded = json.loads((data / mv.SOURCE_RETURNS).read_text())  # the verdict's source scores
+    assert {n: out["tasks"][n]["returns"]["source"] for n in names} == recorded
     for name in names:
         rs = out["tasks"][name]["returns"]
         assert {k: len(v) for k, v in rs.items()} == dict.fromkeys(rs, plan.episodes)
