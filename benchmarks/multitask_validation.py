@@ -6,7 +6,7 @@ One pipeline, every stage resumable (a launcher run resumes from its checkpoints
 same command; a stage whose output exists is skipped), driven by a :class:`Plan`::
 
     python benchmarks/multitask_validation.py sources [--task T]   # single-task source runs
-    python benchmarks/multitask_validation.py export                # --data/<task>, source_returns.json
+    python benchmarks/multitask_validation.py export                # --data/<task>, source scores
     python benchmarks/multitask_validation.py random                # --data/random_returns.json
     python benchmarks/multitask_validation.py one_task [--task T]   # rule 1's offline models
     python benchmarks/multitask_validation.py pooled                # rule 2's offline model
