@@ -400,7 +400,11 @@ def run_stage(
     every = not tasks
     tasks = list(tasks or members(plan))
     if stage == "sources":
+        path = data / SOURCE_RETURNS
+        recorded = json.loads(path.read_text()) if path.exists() else {}
         for name in tasks:
+            if (data / name).exists() and name in recorded:
+                continue  # exported and scored: nothing of its run dir is needed any more
             if rc := launch(source_overrides(plan, name), root / "sources" / name):
                 return rc
     elif stage == "export":

@@ -58,6 +58,9 @@ def test_pooled_updates_give_every_task_its_one_task_windows():
     assert mv.pooled_updates(plan, {"a": 30, "b": 30, "c": 20}) == 4 * plan.one_task_updates
 
 
+NAMES = ["probe_constant_reward", "probe_reward_is_action"]
+
+
 def in_process(overrides: list[str], run_dir) -> int:
     run(compose_spec(overrides), run_dir, plot=False)
     return 0
@@ -114,7 +117,8 @@ def test_rerunning_every_stage_redoes_nothing(toy):
     for stage in mv.STAGES:
         assert mv.run_stage(stage, plan, runs, data, launch=counting) == 0
     assert {p: p.stat().st_mtime_ns for p in before} == before  # no run logged a row again
-    assert len(launches) == 5  # 2 sources + 2 one-task + pooled, each found complete
+    # 2 one-task + pooled, each found complete; the sources are exported and scored already
+    assert [p.name for p in launches] == [*(f"one_task_{n}" for n in NAMES), "pooled"]
 
 
 def test_a_lost_draw_is_evaluated_again_alone_and_the_verdict_waits_for_it(toy):
@@ -142,7 +146,7 @@ def test_a_tagged_plan_shares_the_sources_and_keeps_its_own_offline_runs(toy):
 
     assert mv.run_all(longer, runs, data, launch=counting) == 0
     names = ["probe_constant_reward", "probe_reward_is_action"]
-    assert launched == [*names, *(f"one_task_b_{n}" for n in names), "pooled_b"]
+    assert launched == [*(f"one_task_b_{n}" for n in names), "pooled_b"]  # the sources reused
     out = json.loads((runs / "verdict_b.json").read_text())
     assert out["plan"]["one_task_updates"] == 2 * plan.one_task_updates
     assert out["pooled_updates"] == 2 * longer.one_task_updates
