@@ -248,6 +248,12 @@ def source_returns(run_dir: Path, episodes: int) -> list[float]:
     return returns
 
 
+def recorded_sources(data: Path) -> dict[str, list[float]]:
+    """``data/source_returns.json`` (each exported source's final returns), or ``{}``."""
+    path = data / SOURCE_RETURNS
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def offline_runs(plan: Plan, pool: Any) -> dict[str, tuple[tuple[str, ...], int]]:
     """Each offline run's dir name -> (the tasks it is scored on, its updates)."""
     runs = {one_task_dir(plan, n): ((n,), plan.one_task_updates) for n in members(plan)}
@@ -400,8 +406,7 @@ def run_stage(
     every = not tasks
     tasks = list(tasks or members(plan))
     if stage == "sources":
-        path = data / SOURCE_RETURNS
-        recorded = json.loads(path.read_text()) if path.exists() else {}
+        recorded = recorded_sources(data)
         for name in tasks:
             if (data / name).exists() and name in recorded:
                 continue  # exported and scored: nothing of its run dir is needed any more
@@ -410,13 +415,13 @@ def run_stage(
     elif stage == "export":
         from launcher.export import export_run
 
-        recorded = json.loads(path.read_text()) if (path := data / SOURCE_RETURNS).exists() else {}
+        recorded = recorded_sources(data)
         for name in tasks:
             if not (data / name).exists():
                 print(json.dumps(export_run(root / "sources" / name, data / name)), flush=True)
             if name not in recorded:
                 recorded[name] = source_returns(root / "sources" / name, plan.episodes)
-        path.write_text(json.dumps(recorded, indent=1) + "\n")
+        (data / SOURCE_RETURNS).write_text(json.dumps(recorded, indent=1) + "\n")
     elif stage == "random":
         if not (data / "random_returns.json").exists():
             out = random_returns(plan.task_set, plan.episodes)
