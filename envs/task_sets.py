@@ -11,7 +11,8 @@ are the padded ``O_max`` / ``A_max`` of the members, ``episode_length`` the long
 T. Each member keeps its own action repeat and time limit, so the set itself takes only
 ``action_repeat=1`` and ``episode_length=None``. Task ids are the members' order.
 
-* ``mt3_cpu``: the CPU validation's three tasks of different dims (issue 11): gymnax
+* ``mt3_cpu``: three tasks of different dims, backends and T (the first validation, issue
+  11; kept as the set that mixes a gymnax member with Playground ones): gymnax
   pendulum (obs 3, act 1, T 200), playground cartpole_balance (obs 5, act 1) and
   reacher_easy (obs 6, act 2), both at repeat 2 (T 500).
 * ``mt3_dmc``: the multi-task validation's three Playground tasks of one reward scale (issue

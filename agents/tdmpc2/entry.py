@@ -50,7 +50,7 @@ ENTRY = AgentEntry(
 )
 
 # Offline multi-task TD-MPC2 (docs/design.md §7.6): trains from agent.dataset on a task set
-# (env=mt3_cpu, env=mt30_dmc19; envs.task_sets); n_timesteps counts updates.
+# (env=mt3_dmc, env=mt30_dmc19; envs.task_sets); n_timesteps counts updates.
 MULTITASK = AgentEntry(
     name="tdmpc2_multitask",
     config_cls=MultiTaskConfig,

@@ -299,8 +299,12 @@ def kinds(run_dir: Any, seed: int, kind: str) -> list[int]:
 
 
 def benchmark_script(name: str) -> Any:
-    """``benchmarks/<name>.py`` as a module (benchmarks/ holds scripts, not a package)."""
-    path = pathlib.Path(__file__).parents[2] / "benchmarks" / f"{name}.py"
+    """``benchmarks/<name>.py`` as a module (benchmarks/ holds scripts, not a package), with
+    benchmarks/ on ``sys.path`` as it is for a script, so its ``_helper`` modules import."""
+    folder = pathlib.Path(__file__).parents[2] / "benchmarks"
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    path = folder / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while the class is made

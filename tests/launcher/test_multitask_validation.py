@@ -4,6 +4,7 @@ launcher in process), resumed without redoing a finished stage."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -78,6 +79,7 @@ def toy(tmp_path_factory):
 def test_toy_pipeline_records_every_score_and_both_rules(toy):
     plan, runs, data = toy
     out = json.loads((runs / "verdict.json").read_text())
+    assert (data / "verdict.json").read_text() == (runs / "verdict.json").read_text()  # to commit
     names = ["probe_constant_reward", "probe_reward_is_action"]
     assert list(out["tasks"]) == names
     # 40 source steps of T 20: two episodes per task, pooled 2 x U updates
@@ -137,7 +139,7 @@ def test_a_lost_draw_is_evaluated_again_alone_and_the_verdict_waits_for_it(toy):
 def test_a_tagged_plan_shares_the_sources_and_keeps_its_own_offline_runs(toy):
     plan, runs, data = toy
     before = (runs / "verdict.json").read_text()
-    longer = mv.dataclasses.replace(plan, one_task_updates=2 * plan.one_task_updates, tag="_b")
+    longer = dataclasses.replace(plan, one_task_updates=2 * plan.one_task_updates, tag="_b")
     launched = []
 
     def counting(overrides, run_dir):
