@@ -86,7 +86,7 @@ def _final(value: Any, kind: str, key: str, metrics_file: Path | None) -> str:
         return f"{value:.1f}"
     last = _last_finite(metrics_file, kind, key) if metrics_file is not None else None
     if last is None:
-        return "n/a (no episode has ended yet)"
+        return f"n/a (no {kind} episode has ended)"  # an offline run has none
     return f"{last[0]:.1f} at step {last[1]:,} (no episode ended after it)"
 
 

@@ -443,7 +443,7 @@ def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chu
     )
     result.final_train = [{key: float("nan")}, {key: float("nan")}]
     (line,) = [x for x in summary(result).splitlines() if x.startswith("final train")]
-    assert line.endswith("seed 1: n/a (no episode has ended yet)") and "nan" not in line
+    assert line.endswith("seed 1: n/a (no train episode has ended)") and "nan" not in line
 
 
 def test_a_rest_of_one_tick_joins_the_last_chunk():
