@@ -1,8 +1,10 @@
 """Per-task Q ranges of a trained offline multi-task TD-MPC2 run, against its shared
-RunningScale (issue 11's diagnosis, docs/VALIDATION.md §4.1).
+RunningScale (a bisection step of docs/VALIDATION.md §4; issue 11 measured it on the first
+validation's pool).
 
     .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] [--windows 8192]
     .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR --return-to-go [--tail 200]
+    .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] --losses
 
 For each run: restore its latest checkpoint (read only), draw ``--windows`` windows from
 its dataset with the trainer's sampler, and compute the quantity the policy loss's
@@ -20,6 +22,10 @@ on the dataset's own transitions against their discounted return-to-go
 ``--tail`` rows after them (so that the return cut at the episode's end is nearly the
 infinite one: ``gamma^200 = 0.13`` at 0.99). Prints the means, their ratio, 5/95% points
 and the Pearson correlation.
+
+``--losses``: per task, the update's own losses (consistency, reward, value, policy, policy
+entropy) on up to 1,024 windows drawn from that task's episodes only, at the latest
+checkpoint: does a pooled model fit each task's data as its one-task model does?
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from agents.tdmpc2.buffer import gather_windows
 from agents.tdmpc2.offline import sample_windows
+from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import TASK_EMB
 from launcher.restore import restore_run
 
@@ -113,16 +121,44 @@ def q_against_returns(run_dir: str, tail: int = 200) -> dict:
     return out
 
 
+def task_losses(run_dir: str, windows: int, seed: int = 0) -> dict:
+    """``--losses`` (module docstring): per task, the update's losses on ``windows`` windows of
+    that task's episodes only (uniform episode, uniform start, as the trainer samples), at
+    the latest checkpoint; the new state is discarded."""
+    restored = restore_run(run_dir, purpose="measure")
+    agent = restored.agent
+    state = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), restored.state.train)
+    wm, data, h = agent.wm, agent.shared_inputs(), agent.cfg.horizon
+    step = jax.jit(lambda st, b, n, t: update(wm, wm.cfg, st, b, n, task=t)[1])
+    task, length = np.asarray(data.task), np.asarray(data.length)
+    out = {"run": run_dir, "updates": int(restored.meta["timestep"]), "windows": windows}
+    for i, name in enumerate(agent.tasks.names):
+        k_ep, k_start, k_noise = jax.random.split(jax.random.fold_in(jax.random.key(seed), i), 3)
+        eps = jnp.asarray(np.flatnonzero(task == i))
+        ep = eps[jax.random.randint(k_ep, (windows,), 0, eps.shape[0])]
+        start = jax.random.randint(k_start, (windows,), 0, jnp.asarray(length)[ep] - h + 1)
+        batch = gather_windows(data, ep, start, h)
+        noise = draw_update_noise(k_noise, wm.cfg, agent.tasks.action_max)
+        ctx = agent.tasks.context(jnp.full((windows,), i, jnp.int32))
+        m = step(state, batch, noise, ctx)
+        keys = ("consistency_loss", "reward_loss", "value_loss", "pi_loss", "pi_entropy")
+        out[name] = {k: float(m[k]) for k in keys}
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("run_dirs", nargs="+")
     p.add_argument("--windows", type=int, default=8192)
     p.add_argument("--return-to-go", action="store_true", help="Q against the data's returns")
     p.add_argument("--tail", type=int, default=200, help="rows kept after each measured row")
+    p.add_argument("--losses", action="store_true", help="the update's losses, per task")
     args = p.parse_args()
     for run_dir in args.run_dirs:
         if args.return_to_go:
             out = q_against_returns(run_dir, args.tail)
+        elif args.losses:
+            out = task_losses(run_dir, min(args.windows, 1024))
         else:
             out = q_ranges(run_dir, args.windows)
         print(json.dumps(out, indent=1), flush=True)

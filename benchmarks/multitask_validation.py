@@ -39,7 +39,8 @@ about a minute per eval-mode episode (512 samples x 6 iterations x 500 decisions
 pooled model's 90 episodes would be one uninterruptible hour or more; in draws, a stopped
 pipeline loses at most one draw.
 
-The rules (fixed in ``_multitask_scores.RULES`` before any run; R = mean return of 30 eval-mode episodes):
+The rules (fixed in ``_multitask_scores.RULES`` before any run; R = mean return of 30 eval-mode
+episodes):
 
 1. one-task offline model (the pool restricted to one task, ``agent.tasks=[task]``, U updates):
    ``(R_one - R_random) / (R_source - R_random) >= 0.5`` on >= 2 of 3 tasks;

@@ -161,3 +161,19 @@ def test_return_to_go_discounts_the_rewards_that_follow_each_row():
     qs = benchmark_script("multitask_q_scale")
     g = qs.return_to_go(np.array([[0.0, 1.0, 2.0, 4.0], [9.0, 0.0, 0.0, 8.0]]), 0.5)
     assert g.tolist() == [[3.0, 4.0, 4.0, 0.0], [2.0, 4.0, 8.0, 0.0]]
+
+
+def test_task_losses_score_each_task_of_the_pooled_model_on_its_own_windows(toy):
+    plan, runs, data = toy
+    qs = benchmark_script("multitask_q_scale")
+    out = qs.task_losses(str(runs / "pooled"), windows=8)
+    assert out["updates"] == 2 * plan.one_task_updates and out["windows"] == 8
+    for name in NAMES:
+        assert set(out[name]) == {
+            "consistency_loss",
+            "reward_loss",
+            "value_loss",
+            "pi_loss",
+            "pi_entropy",
+        }
+        assert all(np.isfinite(v) for v in out[name].values())
