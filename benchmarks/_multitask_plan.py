@@ -27,6 +27,10 @@ class Plan:
       extra: overrides every launch gets.
       tag: appended to the offline runs' dir names and the verdict's file name, so plans
         that share the sources (one task set) share one ``--root``.
+      pooled_extra: overrides of the pooled run alone (a what-if of the pooled model).
+      what_if: appended to the pooled run's dir name and the verdict's file name after
+        ``tag``: a plan that changes only the pooled run shares the one-task models (and
+        their scores) of the plan it varies.
     """
 
     task_set: str
@@ -41,6 +45,8 @@ class Plan:
     offline_protocol: str
     extra: tuple[str, ...] = ()
     tag: str = ""
+    pooled_extra: tuple[str, ...] = ()
+    what_if: str = ""
 
 
 def one_task_dir(plan: Plan, task: str) -> str:
@@ -48,7 +54,7 @@ def one_task_dir(plan: Plan, task: str) -> str:
 
 
 def pooled_dir(plan: Plan) -> str:
-    return f"pooled{plan.tag}"
+    return f"pooled{plan.tag}{plan.what_if}"
 
 
 MT3_DMC = Plan(
@@ -73,6 +79,15 @@ PLANS = {
     # network (tau = 0.01), so U updates make about U x tau Bellman backups, and the values
     # reach 1 - gamma^(U tau) of their fixed point; 95% at gamma = 0.99 needs U tau >= 298.
     "mt3_dmc_u30k": dataclasses.replace(MT3_DMC, one_task_updates=30_000, tag="_u30k"),
+    # Issue 32's bisection of rule 2, a measured what-if only (deviation T49): the mt3_dmc
+    # pooled model again with one RunningScale per task in its policy loss; one-task models
+    # (one task: one scale either way) and their scores are mt3_dmc's.
+    "mt3_dmc_qscale_per_task": dataclasses.replace(
+        MT3_DMC,
+        # every checkpoint kept: the per-task losses over the run (multitask_q_scale --losses)
+        pooled_extra=("agent.q_scale_per_task=true", "protocol.keep_checkpoints=6"),
+        what_if="_qscale_per_task",
+    ),
     "toy": Plan(
         task_set="probe_tasks",
         source_steps=40,

@@ -4,9 +4,10 @@ validation's pool).
 
     .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] [--windows 8192]
     .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR --return-to-go [--tail 200]
-    .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] --losses
+    .venv/bin/python benchmarks/multitask_q_scale.py RUN_DIR [RUN_DIR ...] --losses [--step N]
 
-For each run: restore its latest checkpoint (read only), draw ``--windows`` windows from
+For each run: restore its latest checkpoint (``--step N``: the latest at or before update N,
+a point earlier in the run; every form takes it) read only, draw ``--windows`` windows from
 its dataset with the trainer's sampler, and compute the quantity the policy loss's
 RunningScale tracks (``agents/tdmpc2/update.py`` ``policy_loss``: the 5-95% percentile range
 of ``Q(z_0, pi(z_0))``, members averaged, ``z_0`` the encoded first observation), once per
@@ -44,8 +45,8 @@ from agents.tdmpc2.world_model import TASK_EMB
 from launcher.restore import restore_run
 
 
-def q_ranges(run_dir: str, windows: int, seed: int = 0) -> dict:
-    restored = restore_run(run_dir, purpose="measure")
+def q_ranges(run_dir: str, windows: int, seed: int = 0, at_most: int | None = None) -> dict:
+    restored = restore_run(run_dir, purpose="measure", at_most=at_most)
     agent = restored.agent
     train = jax.tree.map(lambda x: np.asarray(x)[0], jax.device_get(restored.state.train))
     params, wm = train.params, agent.wm
@@ -65,7 +66,8 @@ def q_ranges(run_dir: str, windows: int, seed: int = 0) -> dict:
 
     out = {"run": run_dir, "updates": int(restored.meta["timestep"])}
     out["pooled"] = spread(q)
-    out["q_scale (state)"] = float(train.q_scale)
+    scale = np.asarray(train.q_scale)  # [] or, with q_scale_per_task (T49), one per task
+    out["q_scale (state)"] = float(scale) if scale.ndim == 0 else scale.tolist()
     for i, name in enumerate(agent.tasks.names):
         r = spread(q[ids == i])
         r["pooled / task"] = out["pooled"]["range"] / max(r["range"], 1.0)
@@ -82,9 +84,9 @@ def return_to_go(reward: np.ndarray, gamma: float) -> np.ndarray:
     return g
 
 
-def q_against_returns(run_dir: str, tail: int = 200) -> dict:
+def q_against_returns(run_dir: str, tail: int = 200, at_most: int | None = None) -> dict:
     """``--return-to-go`` (module docstring) for the latest checkpoint of ``run_dir``."""
-    restored = restore_run(run_dir, purpose="measure")
+    restored = restore_run(run_dir, purpose="measure", at_most=at_most)
     agent = restored.agent
     train = jax.tree.map(lambda x: np.asarray(x)[0], jax.device_get(restored.state.train))
     params, wm = train.params, agent.wm
@@ -121,11 +123,11 @@ def q_against_returns(run_dir: str, tail: int = 200) -> dict:
     return out
 
 
-def task_losses(run_dir: str, windows: int, seed: int = 0) -> dict:
+def task_losses(run_dir: str, windows: int, seed: int = 0, at_most: int | None = None) -> dict:
     """``--losses`` (module docstring): per task, the update's losses on ``windows`` windows of
     that task's episodes only (uniform episode, uniform start, as the trainer samples), at
     the latest checkpoint; the new state is discarded."""
-    restored = restore_run(run_dir, purpose="measure")
+    restored = restore_run(run_dir, purpose="measure", at_most=at_most)
     agent = restored.agent
     state = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)[0]), restored.state.train)
     wm, data, h = agent.wm, agent.shared_inputs(), agent.cfg.horizon
@@ -153,14 +155,15 @@ def main() -> None:
     p.add_argument("--return-to-go", action="store_true", help="Q against the data's returns")
     p.add_argument("--tail", type=int, default=200, help="rows kept after each measured row")
     p.add_argument("--losses", action="store_true", help="the update's losses, per task")
+    p.add_argument("--step", type=int, help="the latest checkpoint at or before this update")
     args = p.parse_args()
     for run_dir in args.run_dirs:
         if args.return_to_go:
-            out = q_against_returns(run_dir, args.tail)
+            out = q_against_returns(run_dir, args.tail, args.step)
         elif args.losses:
-            out = task_losses(run_dir, min(args.windows, 1024))
+            out = task_losses(run_dir, min(args.windows, 1024), at_most=args.step)
         else:
-            out = q_ranges(run_dir, args.windows)
+            out = q_ranges(run_dir, args.windows, at_most=args.step)
         print(json.dumps(out, indent=1), flush=True)
 
 

@@ -171,7 +171,8 @@ def run_stage(
     elif stage == "pooled":
         pool = ensure_pool(plan, root, data)
         updates = pooled_updates(plan, pool.episodes_per_task())
-        return launch(offline_overrides(plan, root / "pool", updates), root / pooled_dir(plan))
+        args = [*offline_overrides(plan, root / "pool", updates), *plan.pooled_extra]
+        return launch(args, root / pooled_dir(plan))
     elif stage == "evaluate":
         for run, (scored, updates) in offline_runs(plan, ensure_pool(plan, root, data)).items():
             pooled = run == pooled_dir(plan)
@@ -179,8 +180,9 @@ def run_stage(
                 evaluate_draws(plan, root, run, scored, updates)
     elif stage == "verdict":
         result = json.dumps(verdict(plan, root, data), indent=1) + "\n"
-        (root / f"verdict{plan.tag}.json").write_text(result)
-        (data / f"verdict{plan.tag}.json").write_text(result)  # beside the scores it judges
+        name = f"verdict{plan.tag}{plan.what_if}.json"
+        (root / name).write_text(result)
+        (data / name).write_text(result)  # beside the scores it judges
         print(result, end="")
     else:
         raise ValueError(f"unknown stage {stage!r}; one of {STAGES}")

@@ -184,9 +184,13 @@ class Checkpointer:
         return state, meta
 
     def restore_latest(
-        self, abstract_for: Callable[[dict[str, Any]], Any], set_aside: bool = True
+        self,
+        abstract_for: Callable[[dict[str, Any]], Any],
+        set_aside: bool = True,
+        at_most: int | None = None,
     ) -> tuple[Any, dict[str, Any]] | None:
-        """The latest checkpoint that restores cleanly, or None if there is none.
+        """The latest checkpoint that restores cleanly, or None if there is none
+        (``at_most``: of those saved at env step ``at_most`` or earlier).
 
         ``abstract_for(meta)`` gives the restore target for a checkpoint's metadata
         (its shapes may depend on the run length it was saved with). Unreadable
@@ -196,7 +200,8 @@ class Checkpointer:
         starting over in a run directory with checkpoints is left to the user.
         """
         failed: list[tuple[int, BaseException]] = []
-        for step in reversed(self.steps()):
+        steps = [s for s in self.steps() if at_most is None or s <= at_most]
+        for step in reversed(steps):
             try:
                 meta = self.read_meta(step)
                 restored = self.restore(step, abstract_for(meta))

@@ -48,14 +48,21 @@ def saved_length(meta: Mapping[str, Any], spec: RunSpec) -> int:
 
 
 def restore_latest(
-    ckpt: Checkpointer, spec: RunSpec, env: Any, program: SeedProgram, *, set_aside: bool
+    ckpt: Checkpointer,
+    spec: RunSpec,
+    env: Any,
+    program: SeedProgram,
+    *,
+    set_aside: bool,
+    at_most: int | None = None,
 ) -> Checkpoint | None:
     """The latest checkpoint of ``ckpt`` that restores cleanly (None when there is none),
     with the shapes of the agent that saved it, placed as ``program`` places its seeds.
 
     ``set_aside``: move unreadable newer checkpoints to the corrupt directory (a resume,
     which must not meet them again); readers leave them. ConfigError when checkpoints
-    exist but none restores (:meth:`Checkpointer.restore_latest`)."""
+    exist but none restores (:meth:`Checkpointer.restore_latest`). ``at_most``: only the
+    checkpoints saved at that env step or earlier."""
     from launcher.program import seed_keys
 
     init_keys = program.place(seed_keys(list(spec.protocol.seeds))[0])
@@ -72,7 +79,7 @@ def restore_latest(
         used.append(length)
         return targets[length]
 
-    restored = ckpt.restore_latest(abstract_for, set_aside=set_aside)
+    restored = ckpt.restore_latest(abstract_for, set_aside=set_aside, at_most=at_most)
     if restored is None:
         return None
     state, meta = restored
@@ -99,11 +106,13 @@ def restore_run(
     make_env: Any = None,
     edit: Callable[[dict[str, Any]], None] | None = None,
     purpose: str = "read",
+    at_most: int | None = None,
 ) -> RestoredRun:
     """Rebuild ``run_dir``'s env and agent from its ``run.json`` (after ``edit`` of the
     stored config, if given) and restore its latest complete checkpoint, read only
     (unreadable ones are skipped, not moved). ConfigError for a missing run directory,
-    run.json or checkpoint (``purpose`` names what the caller wanted to do)."""
+    run.json or checkpoint (``purpose`` names what the caller wanted to do). ``at_most``: the
+    latest checkpoint saved at that env step or earlier (a point earlier in the run)."""
     from launcher.checkpoint import Checkpointer
     from launcher.config import resolve
     from launcher.program import SeedProgram
@@ -125,11 +134,15 @@ def restore_run(
     p = spec.protocol
     ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt, create=False)
     try:
+        if at_most is not None and ckpt.steps() and min(ckpt.steps()) > at_most:
+            raise ConfigError(
+                f"{rd.path}: no checkpoint at step {at_most} or earlier (saved: {ckpt.steps()})"
+            )
         if not ckpt.steps():
             raise ConfigError(none)
         agent = build.make_agent(spec, env)
         program = SeedProgram(agent, len(p.seeds), p.shard_seeds, p.fast_compile)
-        restored = restore_latest(ckpt, spec, env, program, set_aside=False)
+        restored = restore_latest(ckpt, spec, env, program, set_aside=False, at_most=at_most)
     finally:
         ckpt.close()
     if restored is None:

@@ -12,6 +12,8 @@ Usage (update, then read, as both references do)::
     s = rs.init()
     s = rs.update(s, q)            # q: any shape
     q_scaled = q / s
+    # a what-if only (T49): one scale per task, s [K] and ids [B] the rows' tasks
+    s = rs.update_per_group(jnp.ones(K), q, ids)
 
     rn = ReturnNormalizer()
     st = rn.init()
@@ -70,6 +72,24 @@ class RunningScale:
         lo, hi = percentile_range(x, *self.percentiles)
         target = jnp.maximum(1.0, hi - lo)
         return optax.incremental_update(target, jnp.asarray(value, jnp.float32), self.tau)
+
+    def update_per_group(self, values: jax.Array, x: jax.Array, ids: jax.Array) -> jax.Array:
+        """One scale per group (deviation T49, a what-if; the reference keeps one scale).
+
+        ``values [K]``: the groups' scales; ``x [B, ...]``: the batch, row ``b`` of group
+        ``ids[b]`` (``ids [B]`` int). Group ``k``'s scale takes :meth:`update`'s step on the
+        rows of group ``k`` alone (the same linear percentiles, over those rows' elements); a
+        group with no row in ``x`` keeps its scale. Returns ``[K]`` float32.
+        """
+        values = jnp.asarray(values, jnp.float32)
+        x = jnp.reshape(jnp.asarray(x, jnp.float32), (x.shape[0], -1))
+        mine = jnp.asarray(ids)[None, :] == jnp.arange(values.shape[0])[:, None]  # [K, B]
+        rows = jnp.where(mine[:, :, None], x[None], jnp.nan).reshape(values.shape[0], -1)
+        pct = jnp.asarray(self.percentiles, jnp.float32)
+        q = jnp.nanpercentile(rows, pct, axis=1, method="linear")  # [2, K]; NaN: no rows
+        target = jnp.maximum(1.0, q[1] - q[0])
+        stepped = optax.incremental_update(target, values, self.tau)
+        return jnp.where(jnp.any(mine, axis=1), stepped, values)
 
 
 @flax.struct.dataclass

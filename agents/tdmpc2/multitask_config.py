@@ -26,6 +26,8 @@ class MultiTaskConfig(TDMPC2Config):
             ids); empty = every member in the set's order. A subset is a model of its own
             (padded to the subset's dims): e.g. one task alone, a single-task offline
             baseline through the same trainer.
+        q_scale_per_task: a what-if, off by default (deviation T49): one RunningScale per
+            task in the policy loss instead of the reference's one shared scale.
     """
 
     batch_size: int = bounded(1024, low=1)
@@ -33,3 +35,4 @@ class MultiTaskConfig(TDMPC2Config):
     dataset_sha256: str | None = None
     task_dim: int = bounded(TASK_DIM, low=1)
     tasks: tuple[str, ...] = ()
+    q_scale_per_task: bool = False

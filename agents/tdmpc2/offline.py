@@ -161,7 +161,7 @@ class TDMPC2MultiTask:
 
     def memory_bytes(self) -> dict[str, int]:
         """Bytes: the dataset (once, shared by the seeds) and the train state per seed."""
-        shapes = jax.eval_shape(lambda: init_train_state(self.wm, jax.random.key(0)))
+        shapes = jax.eval_shape(lambda: self.init_train(jax.random.key(0)))
         state = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(shapes))
         d = self.data
         data = sum(int(np.asarray(x).nbytes) for x in (d.obs, d.action, d.reward, d.task))
@@ -183,9 +183,17 @@ class TDMPC2MultiTask:
         }
 
     # ----------------------------------------------------------------- init
+    def init_train(self, key: jax.Array) -> TDMPC2TrainState:
+        """A fresh learner state; with ``q_scale_per_task`` (T49, a what-if) its RunningScale
+        is one per task, ``[num_tasks]``."""
+        train = init_train_state(self.wm, key)
+        if self.cfg.q_scale_per_task:
+            train = train.replace(q_scale=jnp.ones((len(self.tasks.names),), jnp.float32))
+        return train
+
     def init(self, key: jax.Array) -> OfflineState:
         k_train, key = jax.random.split(key)
-        train = init_train_state(self.wm, k_train)
+        train = self.init_train(k_train)
         # shapes only: no device copy of the dataset while tracing init
         d, f32, i32 = self.data, jnp.float32, jnp.int32
         n = (d.task.shape[0],)

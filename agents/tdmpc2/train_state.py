@@ -63,7 +63,8 @@ class TDMPC2TrainState:
         wm_opt_state: Adam state over :func:`wm_subtree` (``WM_KEYS``, plus ``task_emb``
             in a multi-task model).
         pi_opt_state: Adam state over ``params["pi"]``.
-        q_scale: RunningScale value, float32 ``[]`` (init 1).
+        q_scale: RunningScale value, float32 ``[]`` (init 1); ``[num_tasks]`` in the what-if
+            of one scale per task (deviation T49, ``agent.q_scale_per_task``).
         pi_grad_sq: squared global norm of the previous update's *post-clip* policy gradient,
             float32 ``[]`` (0 before the first update); enters the next world-model clip (T3).
         step: number of updates done, int32 ``[]``.

@@ -218,8 +218,9 @@ def policy_loss(
     """Policy loss (``tdmpc2.py:173-199``) on latents ``zs [H+1, B, L]`` (no gradient).
 
     ``q_params``: the (post-step) online Q ensemble, stop-gradiented; ``eps [H+1, B, A]``;
-    ``pair [2]``: members averaged. The RunningScale is updated with ``q[0]`` (``[B, 1]``)
-    before dividing (tdmpc2@5f6fade tdmpc2/tdmpc2.py:188-189). Returns ``(loss, aux)`` with aux
+    ``pair [2]``: members averaged. The RunningScale ``q_scale []`` is updated with ``q[0]``
+    (``[B, 1]``) before dividing (tdmpc2@5f6fade tdmpc2/tdmpc2.py:188-189); ``q_scale [K]`` is
+    the what-if of one scale per task (T49, :func:`_scale_rows`). Returns ``(loss, aux)`` with aux
     ``q_scale`` (new value), ``log_pi [H+1, B, 1]``. Multi-task: ``task_emb [num_tasks, T_d]`` (the
     post-step table, renormed) is read by pi and Q stop-gradiented (5f6fade
     ``track_q_grad(False)``).
@@ -233,11 +234,35 @@ def policy_loss(
         pi_in, q_in = {**pi_in, TASK_EMB: emb}, {**q_in, TASK_EMB: emb}
     _, a, log_pi, _ = wm.pi(pi_in, zs, eps, task=task)
     q = wm.q_value(q_in, zs, a, pair, dropout_key, reduce="avg", task=task)  # [H+1, B, 1]
-    new_scale = RunningScale(tau=cfg.tau).update(q_scale, jax.lax.stop_gradient(q[0]))
-    q = q * (1.0 / new_scale)
+    new_scale, divisor = _scale_rows(cfg.tau, q_scale, q, task)
+    q = q * (1.0 / divisor)
     rho = jnp.asarray([cfg.rho**t for t in range(cfg.horizon + 1)], jnp.float32)
     loss = jnp.mean(jnp.mean(cfg.entropy_coef * log_pi - q, axis=(1, 2)) * rho)
     return loss, {"q_scale": new_scale, "log_pi": log_pi}
+
+
+def _scale_rows(
+    tau: float, q_scale: jax.Array, q: jax.Array, task: TaskContext | None
+) -> tuple[jax.Array, jax.Array]:
+    """The updated RunningScale and the divisor of ``q [H+1, B, 1]``'s rows.
+
+    ``q_scale []``: the reference's one scale (tdmpc2@5f6fade tdmpc2/tdmpc2.py:188-189), updated
+    with ``q[0]``, divides every row. ``q_scale [K]`` (``agent.q_scale_per_task``, deviation T49,
+    a what-if only): task k's scale is updated with the rows of task k and divides them.
+    Returns ``(new_scale, divisor)``, the divisor ``[]`` or ``[1, B, 1]``.
+    """
+    rs, q0 = RunningScale(tau=tau), jax.lax.stop_gradient(q[0])
+    if q_scale.ndim == 0:
+        new = rs.update(q_scale, q0)
+        return new, new
+    new = rs.update_per_group(q_scale, q0, task.ids)
+    return new, new[task.ids][None, :, None]
+
+
+def _mean_scale(q_scale: jax.Array) -> jax.Array:
+    """The logged scale: the one scale, or T49's per-task scales' mean (no op for ``[]``:
+    the single-task program stays as recorded, test_multitask.py)."""
+    return q_scale if q_scale.ndim == 0 else jnp.mean(q_scale)
 
 
 def _get(batch: Any, name: str) -> jax.Array:
@@ -354,7 +379,7 @@ def update(
         "total_loss": total,
         "grad_norm": grad_norm,
         "pi_grad_norm": pi_grad_norm,
-        "pi_scale": pi_aux["q_scale"],
+        "pi_scale": _mean_scale(pi_aux["q_scale"]),
         "pi_entropy": -jnp.mean(pi_aux["log_pi"]),
     }
     if return_grads:

@@ -218,6 +218,25 @@ def test_one_restore_path_reads_a_checkpoint_saved_with_another_run_length(tmp_p
     assert calls == [(60, False, 40), (60, False, 40), (60, True, 40)]
 
 
+def test_restore_run_reads_an_earlier_checkpoint_on_request(tmp_path):
+    """``at_most``: the latest checkpoint at or before that step (a point earlier in the
+    run); none that early is a ConfigError naming the saved steps."""
+    from launcher import restore
+
+    launch(tmp_path / "run", protocol={"n_timesteps": 40})
+    steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert len(steps) >= 2
+
+    def read(**kw):
+        return restore.restore_run(tmp_path / "run", make_env=make_fake_env, **kw)
+
+    assert read().meta["timestep"] == steps[-1]
+    assert read(at_most=steps[-1] - 1).meta["timestep"] == steps[-2]
+    assert read(at_most=steps[0]).meta["timestep"] == steps[0]
+    with pytest.raises(ConfigError, match=f"no checkpoint at step {steps[0] - 1} or earlier"):
+        read(at_most=steps[0] - 1)
+
+
 def test_terminations_are_refused_and_keep_checkpoints(tmp_path):
     with pytest.raises(ConfigError, match="terminated"):
         launch(tmp_path / "run", agent={"terminate_at": 35})

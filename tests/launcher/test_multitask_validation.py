@@ -155,6 +155,38 @@ def test_a_tagged_plan_shares_the_sources_and_keeps_its_own_offline_runs(toy):
     assert (runs / "verdict.json").read_text() == before  # the first plan's verdict kept
 
 
+def test_a_what_if_plan_retrains_only_the_pooled_model(toy):
+    """A plan with ``pooled_extra`` and ``what_if`` (the mt3_dmc_qscale_per_task pattern):
+    the pooled run alone is trained, with the extra overrides, in its own dir; the one-task models
+    and their scores are the base plan's; its verdict is a file of its own. The measuring
+    script reads the per-task scales and an earlier checkpoint (``--step``)."""
+    plan, runs, data = toy
+    base = json.loads((runs / "verdict.json").read_text())
+    extra = ("agent.q_scale_per_task=true", "protocol.keep_checkpoints=4")
+    what_if = dataclasses.replace(plan, pooled_extra=extra, what_if="_w")
+    launched = []
+
+    def counting(overrides, run_dir):
+        launched.append((run_dir.name, overrides[-2:]))
+        return in_process(overrides, run_dir)
+
+    assert mv.run_all(what_if, runs, data, launch=counting) == 0
+    # the one-task launches find the base plan's runs complete; only pooled_w is new
+    assert [n for n, _ in launched] == [*(f"one_task_{n}" for n in NAMES), "pooled_w"]
+    assert launched[-1][1] == list(extra) and all(o != list(extra) for _, o in launched[:-1])
+    out = json.loads((runs / "verdict_w.json").read_text())
+    assert (data / "verdict_w.json").read_text() == (runs / "verdict_w.json").read_text()
+    for name in NAMES:
+        one_task = [v["tasks"][name]["returns"]["one_task"] for v in (out, base)]
+        assert one_task[0] == one_task[1]
+    assert out["plan"]["pooled_extra"] == list(extra)
+    qs = benchmark_script("multitask_q_scale")
+    end = qs.q_ranges(str(runs / "pooled_w"), windows=16)
+    assert end["updates"] == 2 * plan.one_task_updates and len(end["q_scale (state)"]) == 2
+    early = qs.task_losses(str(runs / "pooled_w"), windows=8, at_most=plan.offline_checkpoint)
+    assert early["updates"] == plan.offline_checkpoint
+
+
 def test_return_to_go_discounts_the_rewards_that_follow_each_row():
     """benchmarks/multitask_q_scale.py's reference for the values (row t's reward arrives
     with row t): G_3 = 0, G_2 = r_3, G_1 = r_2 + g G_2, G_0 = r_1 + g G_1."""

@@ -73,6 +73,30 @@ def test_running_scale_floor_and_update_before_divide():
     np.testing.assert_allclose(np.asarray(q / s), np.arange(101.0) / 45.5, rtol=1e-6)
 
 
+def test_running_scale_per_group_matches_oracle_and_keeps_absent_groups():
+    """T49's what-if: each group's scale steps on its own rows only (the same oracle as
+    above on each group's subset, hence the same tolerance); group 3 has no rows and keeps
+    its value bit for bit; a group's rows' order and the other groups' rows do not matter."""
+    rs = RunningScale()
+    rng = np.random.default_rng(3)
+    ids = np.repeat(np.arange(3), [40, 9, 1])
+    spread = np.array([50.0, 0.1, 7.0])[ids]  # group 1 is floored, group 2 is one row
+    x = np.float32(rng.standard_normal((50, 1)) * spread[:, None])
+    values = np.float32([1.0, 2.5, 1.2, 3.0])
+    got = jax.jit(rs.update_per_group)(jnp.asarray(values), jnp.asarray(x), jnp.asarray(ids))
+    assert got.shape == (4,) and got.dtype == jnp.float32
+    for k in range(3):
+        p5, p95 = np.percentile(np.float64(x[ids == k]).ravel(), [5.0, 95.0])
+        oracle = 0.01 * max(1.0, p95 - p5) + 0.99 * values[k]
+        np.testing.assert_allclose(float(got[k]), oracle, rtol=2e-6, err_msg=f"group {k}")
+    assert float(got[3]) == float(values[3])
+    one = rs.update(jnp.float32(values[0]), jnp.asarray(x[ids == 0]))
+    np.testing.assert_allclose(float(got[0]), float(one), rtol=1e-7)  # the shared step's
+    perm = rng.permutation(50)
+    again = rs.update_per_group(jnp.asarray(values), jnp.asarray(x[perm]), jnp.asarray(ids[perm]))
+    np.testing.assert_allclose(np.asarray(again), np.asarray(got), rtol=1e-7)
+
+
 def test_running_scale_custom_percentiles():
     rs = RunningScale(tau=1.0, percentiles=(25.0, 75.0))
     s = rs.update(rs.init(), jnp.arange(101.0))

@@ -222,6 +222,48 @@ def test_policy_loss_reads_embedding_stop_gradiented(params):
     assert np.any(np.asarray(g_leak) != 0)
 
 
+def test_policy_loss_with_one_scale_per_task(params):
+    """T49's what-if (``q_scale [K]``): task k's scale steps on the rows of task k (an oracle
+    from the NumPy percentiles, tolerance as tests/agents/common/test_normalizers.py) and
+    divides those rows; the loss is then the formula's (float32 sums of 44 terms: rtol 1e-5).
+    A batch of one task gives exactly the shared scale's step and loss."""
+    wm = mt_world_model()
+    ids = jnp.asarray(IDS[0])
+    ctx = MT_TASKS.context(ids)
+    H, L = wm.cfg.horizon, wm.cfg.latent_dim
+    rng = np.random.default_rng(5)
+    zs = jax.nn.softmax(jnp.asarray(rng.normal(size=(H + 1, MT_B, L // 8, 8)), jnp.float32))
+    zs = zs.reshape(H + 1, MT_B, L)
+    eps = jnp.asarray(rng.normal(size=(H + 1, MT_B, 6)), jnp.float32)
+    pair, emb = jnp.asarray([3, 1], jnp.int32), params["task_emb"]
+    qs = jax.tree.map(lambda x: x * 40.0, params["qs"])  # Q spreads above the floor of 1
+    scale0 = jnp.asarray([1.5, 2.0, 1.0], jnp.float32)
+
+    def loss(scale, task):
+        return policy_loss(wm, params["pi"], qs, zs, eps, pair, None, scale, task, emb)
+
+    got, aux = loss(scale0, ctx)
+    pp = {"pi": params["pi"], "qs": qs, "task_emb": emb}
+    _, a, log_pi, _ = wm.pi(pp, zs, eps, task=ctx)
+    q = np.asarray(wm.q_value(pp, zs, a, pair, None, reduce="avg", task=ctx), np.float64)
+    want_scale = np.asarray(scale0, np.float64)
+    for k in np.unique(np.asarray(ids)):
+        p5, p95 = np.percentile(q[0, np.asarray(ids) == k, 0], [5.0, 95.0])
+        want_scale[k] = 0.01 * max(1.0, p95 - p5) + 0.99 * want_scale[k]
+    np.testing.assert_allclose(np.asarray(aux["q_scale"]), want_scale, rtol=2e-6)
+    scaled = q / want_scale[np.asarray(ids)][None, :, None]
+    rho = wm.cfg.rho ** np.arange(H + 1)
+    want = np.mean(np.mean(wm.cfg.entropy_coef * np.asarray(log_pi) - scaled, (1, 2)) * rho)
+    np.testing.assert_allclose(float(got), want, rtol=1e-5)
+    assert len(set(want_scale.tolist())) == 3  # the tasks' scales differ
+
+    one = MT_TASKS.context(jnp.zeros((MT_B,), jnp.int32))  # every row task 0
+    got1, aux1 = loss(scale0, one)
+    shared, aux_s = loss(scale0[0], one)
+    assert float(got1) == float(shared) and float(aux1["q_scale"][0]) == float(aux_s["q_scale"])
+    assert np.asarray(aux1["q_scale"])[1:].tolist() == np.asarray(scale0)[1:].tolist()
+
+
 def test_masks_and_n_valid_log_prob(params):
     """pi: mean, log-std and noise masked to the task's prefix (``wm.py:136-140``); the
     log-prob's Gaussian part scaled by the number of valid dims, the squash term summed over

@@ -179,6 +179,25 @@ def test_train_and_evaluate_every_task(program):
         assert np.all(r <= 0) and np.all(r >= -9)
 
 
+def test_one_q_scale_per_task_is_a_state_of_its_own(data):
+    """``q_scale_per_task`` (T49, a what-if): the state holds one scale per task, from 1; each
+    steps on its own rows (the fresh model's Q ranges are under the floor of 1, so a scale
+    started at s moves to 1 + (s - 1) 0.99^n after n updates whose batches hold its task:
+    all 3, at batch 64); the metric logs their mean. The default keeps one scale."""
+    default = TDMPC2MultiTask(TINY, TOY_TASKS, 20, data=data)
+    assert default.init_train(jax.random.key(0)).q_scale.shape == ()
+    cfg = dataclasses.replace(TINY, q_scale_per_task=True, batch_size=64)
+    prog = SeedProgram(TDMPC2MultiTask(cfg, TOY_TASKS, 20, data=data), 1)
+    state = prog.init(prog.place(seed_keys([0])[0]))
+    assert np.asarray(state.train.q_scale).tolist() == [[1.0, 1.0, 1.0]]
+    start = np.float32([[0.5, 2.0, 4.0]])
+    state = state.replace(train=state.train.replace(q_scale=jnp.asarray(start)))
+    state, metrics = prog.train(state, jnp.arange(0, 3, dtype=jnp.int32))
+    scale = np.asarray(state.train.q_scale)
+    np.testing.assert_allclose(scale, 1 + (start - 1) * 0.99**3, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(metrics["Train/pi_scale"]), scale.mean(1), rtol=1e-6)
+
+
 def test_dataset_is_one_unbatched_parameter_of_the_train_program(program, data):
     agent, prog, state, _ = program
     ticks = jax.ShapeDtypeStruct((3,), jnp.int32)
