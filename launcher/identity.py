@@ -1,8 +1,9 @@
 """A run's identity, its hash and its name; diffs between two configs.
 
 The *identity* of a run is everything that determines its results: agent, model size,
-env, protocol and callbacks (but the output-only phases, :data:`OUTPUT_PHASES`). The
-logger and the run-control keys are not part of it.
+env, protocol and callbacks (but the output-only phases, :data:`OUTPUT_PHASES`, and the
+keys added later while at their default, :data:`ADDED_AT_DEFAULT`). The logger and the
+run-control keys are not part of it.
 Two forms exist, each for one job:
 
 * :func:`composed_hash` / :func:`run_name` read the *composed* mapping (Hydra's output,
@@ -27,6 +28,25 @@ IDENTITY_SECTIONS = ("agent", "model_size", "env", "protocol", "callbacks")
 OUTPUT_PHASES = ("reference_rows", "run_end")
 
 
+# Keys added to a section's schema after runs were launched without them, each with the
+# value those runs had implicitly (the field's default). At that value the key is left out of
+# the identity, so an older run keeps its name and hash and resumes without a config diff;
+# any other value is part of the identity. (Hydra has no notion of a schema version: ours.)
+ADDED_AT_DEFAULT: dict[tuple[str, str], Any] = {
+    ("agent", "q_scale_per_task"): False,  # deviation T49's what-if (issue 32)
+}
+
+
+def without_added_defaults(ident: Mapping[str, Any]) -> dict[str, Any]:
+    """``ident`` without the :data:`ADDED_AT_DEFAULT` keys that hold their default."""
+    out = dict(ident)
+    for (section, key), default in ADDED_AT_DEFAULT.items():
+        fields = out.get(section)
+        if isinstance(fields, Mapping) and key in fields and fields[key] == default:
+            out[section] = {k: v for k, v in fields.items() if k != key}
+    return out
+
+
 def plain(value: Any) -> Any:
     """JSON-ready copy: tuples -> lists, mappings -> dicts with str keys."""
     if isinstance(value, Mapping):
@@ -38,14 +58,13 @@ def plain(value: Any) -> Any:
 
 def identity(spec: Any) -> dict[str, Any]:
     """Everything that determines a run's results, as plain JSON data."""
-    return plain(
-        {
-            "agent": {"name": spec.agent_name, **dataclasses.asdict(spec.agent)},
-            "env": dataclasses.asdict(spec.env),
-            "protocol": dataclasses.asdict(spec.protocol),
-            "callbacks": training_hooks(dataclasses.asdict(spec.callbacks)),
-        }
-    )
+    ident = {
+        "agent": {"name": spec.agent_name, **dataclasses.asdict(spec.agent)},
+        "env": dataclasses.asdict(spec.env),
+        "protocol": dataclasses.asdict(spec.protocol),
+        "callbacks": training_hooks(dataclasses.asdict(spec.callbacks)),
+    }
+    return plain(without_added_defaults(ident))
 
 
 def training_hooks(callbacks: Any) -> Any:
@@ -95,7 +114,7 @@ def composed_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: plain(cfg[k]) for k in IDENTITY_SECTIONS if k in cfg}
     if "callbacks" in out:
         out["callbacks"] = training_hooks(out["callbacks"])
-    return out
+    return without_added_defaults(out)
 
 
 def composed_hash(cfg: Mapping[str, Any]) -> str:

@@ -244,6 +244,19 @@ def test_run_names_are_pinned():
     assert dict(zip(PINNED_RUN_NAMES, names, strict=True)) == PINNED_RUN_NAMES
 
 
+def test_a_key_added_later_names_a_run_only_away_from_its_default():
+    """launcher.identity.ADDED_AT_DEFAULT: at its default the key is out of the name, the hash
+    and run.json's identity (a run launched before the key existed resumes); set, it is in."""
+    from launcher.identity import identity
+
+    job = "agent=tdmpc2_multitask env=mt3_cpu protocol=offline"
+    pinned = PINNED_RUN_NAMES[job]
+    assert compose_spec([*job.split(), "agent.q_scale_per_task=false"]).run_name == pinned
+    on = compose_spec([*job.split(), "agent.q_scale_per_task=true"])
+    assert on.run_name != pinned and identity(on)["agent"]["q_scale_per_task"] is True
+    assert "q_scale_per_task" not in identity(compose_spec(job.split()))["agent"]
+
+
 def _restated(cls: type, data: dict) -> list[str]:
     """The keys of ``data`` whose value is ``cls``'s default."""
     defaults = {

@@ -203,8 +203,8 @@ def test_one_restore_path_reads_a_checkpoint_saved_with_another_run_length(tmp_p
     RunDir(tmp_path / "run").write_run(longer, {})  # what the killed extension wrote
     calls, real = [], restore.restore_latest
 
-    def spy(ckpt, spec, env, program, *, set_aside):
-        out = real(ckpt, spec, env, program, set_aside=set_aside)
+    def spy(ckpt, spec, env, program, *, set_aside, at_most=None):
+        out = real(ckpt, spec, env, program, set_aside=set_aside, at_most=at_most)
         calls.append((spec.protocol.n_timesteps, set_aside, out.agent.total_env_steps))
         return out
 
