@@ -255,6 +255,8 @@ def _scale_rows(
     if q_scale.ndim == 0:
         new = rs.update(q_scale, q0)
         return new, new
+    if task is None:
+        raise ValueError(f"q_scale of shape {q_scale.shape} is one per task: pass the batch's task")
     new = rs.update_per_group(q_scale, q0, task.ids)
     return new, new[task.ids][None, :, None]
 
