@@ -159,7 +159,7 @@ def main() -> None:
     args = p.parse_args()
     for run_dir in args.run_dirs:
         if args.return_to_go:
-            out = q_against_returns(run_dir, args.tail, args.step)
+            out = q_against_returns(run_dir, args.tail, at_most=args.step)
         elif args.losses:
             out = task_losses(run_dir, min(args.windows, 1024), at_most=args.step)
         else:

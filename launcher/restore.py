@@ -134,12 +134,13 @@ def restore_run(
     p = spec.protocol
     ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt, create=False)
     try:
-        if at_most is not None and ckpt.steps() and min(ckpt.steps()) > at_most:
-            raise ConfigError(
-                f"{rd.path}: no checkpoint at step {at_most} or earlier (saved: {ckpt.steps()})"
-            )
-        if not ckpt.steps():
+        steps = ckpt.steps()  # ascending
+        if not steps:
             raise ConfigError(none)
+        if at_most is not None and steps[0] > at_most:
+            raise ConfigError(
+                f"{rd.path}: no checkpoint at step {at_most} or earlier (saved: {steps})"
+            )
         agent = build.make_agent(spec, env)
         program = SeedProgram(agent, len(p.seeds), p.shard_seeds, p.fast_compile)
         restored = restore_latest(ckpt, spec, env, program, set_aside=False, at_most=at_most)
