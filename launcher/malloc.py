@@ -1,34 +1,42 @@
-"""An allocator that keeps XLA:CPU's per-call buffers mapped: tcmalloc, else huge pages.
+"""An allocator that keeps XLA:CPU's per-call buffers mapped: mimalloc, tcmalloc, else huge pages.
 
 XLA:CPU allocates every call's temporary buffer (hundreds of MiB for a train step of the
 agents here) with ``malloc``. glibc serves any block over 32 MiB with a fresh ``mmap`` and
 unmaps it on ``free``, so each call faults every page of it in again and the kernel zeroes
 it: for a 400 MiB buffer ~97,000 minor faults, 0.14 s of kernel time in a 0.73 s step
-(docs/PERFORMANCE.md, "What changed (issue 28)"). Two remedies, best first:
+(docs/PERFORMANCE.md, "Allocators"). Remedies, best first (measured side by side by
+``benchmarks/allocators.py``, docs/PERFORMANCE.md "Allocators"):
 
-1. tcmalloc (``LD_PRELOAD``, Debian/Ubuntu package ``libtcmalloc-minimal4``) keeps freed
-   blocks for reuse: no faults and no kernel time at all (a 5.88 s step: 5.04 s).
-2. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
-   transparent huge pages: ~500 faults per call, but the kernel still zeroes the pages
-   (0.73 -> 0.65 s; 5.88 -> 5.64 s). Needs no package.
+1. mimalloc from the ``cmeel-mimalloc`` wheel, a dependency of this package on Linux, so
+   every install has it (``LD_PRELOAD`` of its ``libmimalloc.so``): it keeps freed blocks
+   for reuse. As fast as tcmalloc on both DreamerV3 steps (1m 0.541 vs 0.566 s, 12m 4.83 vs
+   4.84 s) with 5-7% more peak memory, so it is preferred even where tcmalloc is installed:
+   one allocator for every user.
+2. tcmalloc (Debian/Ubuntu package ``libtcmalloc-minimal4``), where the wheel is missing.
+3. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
+   transparent huge pages: fewer faults, but the kernel still zeroes the pages (1m 0.548 s,
+   12m 5.27 s against glibc's 0.633 / 5.75 s). Needs no package.
 
-Both are read only when a process starts, so :func:`reexec_with_fast_malloc` starts the
-same command line again (``os.execve``: same pid, nothing of the first start survives) with
-the variable set. Nothing changes where neither applies (not Linux, no tcmalloc and glibc
+All three are read only when a process starts, so :func:`reexec_with_fast_malloc` starts
+the same command line again (``os.execve``: same pid, nothing of the first start survives)
+with the variable set. Nothing changes where none applies (not Linux, no library and glibc
 < 2.35 or THP ``never``), where the environment already chose (``LD_PRELOAD`` names a
 malloc, ``GLIBC_TUNABLES`` names ``malloc.hugetlb``), or where ``WMRL_MALLOC=default``
-opts out. Children (submitit jobs, subprocesses) inherit the variables. jemalloc's defaults
-do not help (measured: it returns such blocks to the kernel at once).
+opts out. Children (submitit jobs, subprocesses) inherit the variables. glibc's
+``mmap_max=0`` (every block from the heap) did not help (1m 0.620 s: the freed top of the
+heap is still trimmed and refaulted), nor do jemalloc's defaults (they return such blocks to
+the kernel at once).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["OPT_OUT", "TUNABLE", "fast_malloc_env", "reexec_with_fast_malloc"]
+__all__ = ["OPT_OUT", "TUNABLE", "fast_malloc_env", "mimalloc_library", "reexec_with_fast_malloc"]
 
 TUNABLE = "glibc.malloc.hugetlb=1"
 OPT_OUT = "WMRL_MALLOC"  # =default keeps glibc's defaults
@@ -61,28 +69,49 @@ def _thp_mode() -> str | None:
     return text[text.find("[") + 1 : text.find("]")] if "[" in text else None
 
 
+def mimalloc_library() -> str | None:
+    """The ``libmimalloc.so`` of the ``cmeel-mimalloc`` wheel (a dependency of this package), or
+    None where that wheel is not installed."""
+    try:
+        dist = importlib.metadata.distribution("cmeel-mimalloc")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    libs = sorted(str(f) for f in dist.files or () if f.name.startswith("libmimalloc.so"))
+    paths = [str(dist.locate_file(f)) for f in libs]
+    return next((p for p in paths if os.path.exists(p)), None)
+
+
 def _tcmalloc(candidates: Sequence[str] = _TCMALLOC) -> str | None:
     return next((p for p in candidates if os.path.exists(p)), None)
+
+
+def _preload(env: Mapping[str, str], library: str) -> str:
+    preload = env.get("LD_PRELOAD", "")
+    return f"{library}:{preload}" if preload else library
 
 
 def fast_malloc_env(
     env: Mapping[str, str],
     platform: str = sys.platform,
+    mimalloc: str | None = "auto",
     tcmalloc: str | None = "auto",
     glibc: tuple[int, int] | None = None,
     thp: str | None = None,
 ) -> dict[str, str] | None:
-    """``env`` with tcmalloc preloaded or, failing that, :data:`TUNABLE` added to
-    ``GLIBC_TUNABLES``; None when nothing should change (module docstring). ``tcmalloc``
-    (a library path or None), ``glibc`` and ``thp`` default to this machine's."""
+    """``env`` with mimalloc or else tcmalloc preloaded or, failing both, :data:`TUNABLE`
+    added to ``GLIBC_TUNABLES``; None when nothing should change (module docstring).
+    ``mimalloc`` / ``tcmalloc`` (a library path or None), ``glibc`` and ``thp`` default to
+    this machine's."""
     if env.get(OPT_OUT) == "default" or platform != "linux":
         return None
     if "malloc" in env.get("LD_PRELOAD", "") or "malloc.hugetlb" in env.get("GLIBC_TUNABLES", ""):
         return None
+    mimalloc = mimalloc_library() if mimalloc == "auto" else mimalloc
+    if mimalloc is not None:
+        return {**env, "LD_PRELOAD": _preload(env, mimalloc)}
     tcmalloc = _tcmalloc() if tcmalloc == "auto" else tcmalloc
     if tcmalloc is not None:
-        preload = env.get("LD_PRELOAD", "")
-        return {**env, **QUIET, "LD_PRELOAD": f"{tcmalloc}:{preload}" if preload else tcmalloc}
+        return {**env, **QUIET, "LD_PRELOAD": _preload(env, tcmalloc)}
     glibc = _glibc_version() if glibc is None else glibc
     thp = _thp_mode() if thp is None else thp
     if glibc is None or glibc < (2, 35) or thp == "never":

@@ -8,15 +8,42 @@ import sys
 
 import pytest
 
-from launcher.malloc import OPT_OUT, QUIET, TUNABLE, fast_malloc_env
+from launcher.malloc import OPT_OUT, QUIET, TUNABLE, fast_malloc_env, mimalloc_library
 
 TC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
-LINUX = dict(platform="linux", tcmalloc=None, glibc=(2, 36), thp="madvise")
+MI = "/venv/site-packages/cmeel.prefix/lib/libmimalloc.so"
+LINUX = dict(platform="linux", mimalloc=None, tcmalloc=None, glibc=(2, 36), thp="madvise")
 
 
-def test_prefers_tcmalloc_and_keeps_other_preloads() -> None:
+def test_prefers_mimalloc_then_tcmalloc_and_keeps_other_preloads() -> None:
+    both = {**LINUX, "mimalloc": MI, "tcmalloc": TC}
+    assert fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **both) == {
+        "LD_PRELOAD": f"{MI}:/x/libfoo.so"
+    }
     env = fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **{**LINUX, "tcmalloc": TC})
     assert env == {"LD_PRELOAD": f"{TC}:/x/libfoo.so", **QUIET}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the wheel is a Linux-only dependency")
+def test_the_mimalloc_wheel_is_installed_with_the_package() -> None:
+    """``cmeel-mimalloc`` is a dependency (pyproject.toml): a fresh install has the library."""
+    lib = mimalloc_library()
+    assert lib is not None and os.path.isfile(lib) and "libmimalloc.so" in lib
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="LD_PRELOAD and /proc are Linux's")
+def test_the_reexeced_process_runs_on_mimalloc() -> None:
+    """After the re-exec the dynamic loader has mapped the wheel's library into the process."""
+    code = (
+        "from launcher.malloc import reexec_with_fast_malloc as r; r(); "
+        "print(any('libmimalloc' in l for l in open('/proc/self/maps')))"
+    )
+    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == "True"
 
 
 def test_falls_back_to_the_tunable_and_keeps_other_tunables() -> None:
@@ -28,11 +55,11 @@ def test_falls_back_to_the_tunable_and_keeps_other_tunables() -> None:
 @pytest.mark.parametrize(
     ("env", "where"),
     [
-        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, {"tcmalloc": TC}),  # the user chose
-        ({"LD_PRELOAD": "/opt/libjemalloc.so.2"}, {"tcmalloc": TC}),
-        ({OPT_OUT: "default"}, {"tcmalloc": TC}),
-        ({}, {"platform": "darwin", "tcmalloc": TC}),
-        ({}, {"glibc": (2, 34)}),  # no tcmalloc, and the tunable is new in glibc 2.35
+        ({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}, {"mimalloc": MI}),  # the user chose
+        ({"LD_PRELOAD": "/opt/libjemalloc.so.2"}, {"mimalloc": MI, "tcmalloc": TC}),
+        ({OPT_OUT: "default"}, {"mimalloc": MI, "tcmalloc": TC}),
+        ({}, {"platform": "darwin", "mimalloc": MI, "tcmalloc": TC}),
+        ({}, {"glibc": (2, 34)}),  # no library, and the tunable is new in glibc 2.35
         ({}, {"thp": "never"}),
     ],
 )
