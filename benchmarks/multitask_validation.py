@@ -56,6 +56,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -114,13 +116,21 @@ def offline_runs(plan: Plan, pool: Any) -> dict[str, tuple[tuple[str, ...], int]
 
 
 def ensure_pool(plan: Plan, root: Path, data: Path) -> Any:
-    """``root/pool``: the exports pooled in task-set order (written once)."""
+    """``root/pool``: the exports pooled in task-set order (written once). Written beside it
+    and renamed into place, so one-task stages started together (one per core) never see a
+    half-written pool: the first rename wins and the others use its pool."""
     from agents.tdmpc2.dataset import MultiTaskDataset, pool_tasks
 
     if not (root / "pool").exists():
         pool = pool_tasks([MultiTaskDataset.load(data / n) for n in members(plan)])
-        digest = pool.save(root / "pool")
-        print(f"pool: {pool.episodes_per_task()} sha256 {digest}", flush=True)
+        staging = root / f"pool.partial-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        digest = pool.save(staging)
+        try:
+            staging.rename(root / "pool")
+            print(f"pool: {pool.episodes_per_task()} sha256 {digest}", flush=True)
+        except OSError:  # another stage's rename came first: same exports, same pool
+            shutil.rmtree(staging)
     return MultiTaskDataset.load(root / "pool", verify=False)
 
 

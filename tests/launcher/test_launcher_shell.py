@@ -396,3 +396,17 @@ def test_an_agent_plugged_in_by_yaml_alone_runs_smoke_resume_report(tmp_path, ca
     assert report_main([str(run_dir)]) == 0
     assert (run_dir / "plots" / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
     assert evaluate_main([str(run_dir), "--episodes", "2"]) == 0
+
+
+def test_the_gpu_extras_pin_jax_to_the_core_pin():
+    """``pip install -e '.[gpu]'`` must not move JAX off the version the suite runs: each GPU
+    extra names a ``jax[cuda...]`` with the same bounds as the core ``jax`` requirement, and
+    a CUDA flavour that jax itself declares at the installed version."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (core,) = [r for r in project["dependencies"] if re.match(r"jax[><=]", r)]
+    bounds = core.removeprefix("jax")
+    jax_extras = importlib.metadata.metadata("jax").get_all("Provides-Extra")
+    for name in ("gpu", "gpu-cuda13"):
+        (req,) = project["optional-dependencies"][name]
+        flavour, rest = re.fullmatch(r"jax\[(\w+)\](.+)", req).groups()
+        assert rest == bounds and flavour in jax_extras, (name, req, core)
