@@ -249,10 +249,9 @@ class RefWorker:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
         env.update(XLA_FLAGS=xla_flags, PYTHONPATH="")
         if getattr(args, "ref_malloc", "same") == "default":  # undo launcher/malloc.py
-            from launcher.malloc import QUIET  # client side: our venv
+            from launcher.malloc import glibc_env  # client side: our venv
 
-            for name in ("GLIBC_TUNABLES", "LD_PRELOAD", *QUIET):
-                env.pop(name, None)
+            env = glibc_env(env)
         self.log = pathlib.Path(args.ref_log.format(size=size))
         pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log.open("w"))
         self.p = subprocess.Popen(

@@ -90,12 +90,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def reference_update(args, tasks: list, task_dim: int) -> dict:
     """The reference's multi-task ``update()`` timed in its venv (one JSON line back)."""
+    from launcher.malloc import glibc_env
+
     root = pathlib.Path(__file__).resolve().parent.parent
     spec = json.dumps({"tasks": tasks, "task_dim": task_dim})
     cmd = [args.ref_python, str(root / "benchmarks" / "_tdmpc2_ref_timer.py"), "--ref", args.ref]
     cmd += ["--size", str(args.size), "--batch", str(args.batch), "--threads", "1"]
     cmd += ["--repeats", str(args.repeats), "--multitask", spec]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # the reference as its own scripts run it: glibc's malloc (launcher/malloc.py undone)
+    env = {**glibc_env(os.environ), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, check=False)
     if p.returncode:
         raise SystemExit(f"reference timer exited {p.returncode}:\n{p.stderr[-3000:]}")
@@ -103,4 +106,7 @@ def reference_update(args, tasks: list, task_dim: int) -> dict:
 
 
 if __name__ == "__main__":
+    from launcher.malloc import reexec_with_fast_malloc
+
+    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/malloc.py)
     sys.exit(main())

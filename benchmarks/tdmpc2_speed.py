@@ -68,6 +68,7 @@ from _tdmpc2_ours import (  # noqa: E402
 )
 
 from agents.tdmpc2.world_model import WorldModel, count_params
+from launcher.malloc import glibc_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -106,7 +107,9 @@ def run_reference(size: int, args) -> dict:
         "--iterations",
         str(args.iterations),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    # the reference as its own scripts run it: glibc's malloc (launcher/malloc.py undone)
+    env = {**glibc_env(os.environ), "OMP_NUM_THREADS": str(args.threads)}
+    env["MKL_NUM_THREADS"] = str(args.threads)
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     if p.returncode != 0:
@@ -367,4 +370,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from launcher.malloc import reexec_with_fast_malloc
+
+    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/malloc.py)
     main()

@@ -36,7 +36,14 @@ import pathlib
 import sys
 from collections.abc import Mapping, Sequence
 
-__all__ = ["OPT_OUT", "TUNABLE", "fast_malloc_env", "mimalloc_library", "reexec_with_fast_malloc"]
+__all__ = [
+    "OPT_OUT",
+    "TUNABLE",
+    "fast_malloc_env",
+    "glibc_env",
+    "mimalloc_library",
+    "reexec_with_fast_malloc",
+]
 
 TUNABLE = "glibc.malloc.hugetlb=1"
 OPT_OUT = "WMRL_MALLOC"  # =default keeps glibc's defaults
@@ -118,6 +125,19 @@ def fast_malloc_env(
         return None
     current = env.get("GLIBC_TUNABLES", "")
     return {**env, "GLIBC_TUNABLES": f"{current}:{TUNABLE}" if current else TUNABLE}
+
+
+def glibc_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without any allocator setting of :func:`fast_malloc_env`'s kinds: a process
+    started with it runs on glibc's defaults (a reference run as its own launcher runs it)."""
+    out = {k: v for k, v in env.items() if k not in (*QUIET, "LD_PRELOAD", "GLIBC_TUNABLES")}
+    preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p and "malloc" not in p]
+    tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t and "hugetlb" not in t]
+    return (
+        out
+        | ({"LD_PRELOAD": ":".join(preload)} if preload else {})
+        | ({"GLIBC_TUNABLES": ":".join(tunables)} if tunables else {})
+    )
 
 
 def reexec_with_fast_malloc() -> None:

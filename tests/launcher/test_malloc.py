@@ -8,7 +8,14 @@ import sys
 
 import pytest
 
-from launcher.malloc import OPT_OUT, QUIET, TUNABLE, fast_malloc_env, mimalloc_library
+from launcher.malloc import (
+    OPT_OUT,
+    QUIET,
+    TUNABLE,
+    fast_malloc_env,
+    glibc_env,
+    mimalloc_library,
+)
 
 TC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 MI = "/venv/site-packages/cmeel.prefix/lib/libmimalloc.so"
@@ -91,3 +98,11 @@ def test_reexec_keeps_the_arguments() -> None:
         [sys.executable, "-c", code, "a b", "c=1"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == "['-c', 'a b', 'c=1']"
+
+
+def test_glibc_env_undoes_every_setting_and_keeps_the_rest() -> None:
+    base = {"A": "b", "LD_PRELOAD": "/x/libfoo.so", "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"}
+    for where in ({"mimalloc": MI}, {"tcmalloc": TC}, {}):
+        env = fast_malloc_env(base, **{**LINUX, **where})
+        assert env != base and glibc_env(env) == base, where
+    assert glibc_env({"LD_PRELOAD": MI}) == {}
