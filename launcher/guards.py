@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_api.backend import accelerated
 from launcher import cpu_budget
 from launcher.errors import ConfigError, RunStopped
 from launcher.schema import RunSpec
@@ -53,11 +54,7 @@ def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
     use) and the run length that fits."""
     if spec.control.allow_long_cpu_run or spec.control.dry_run:
         return
-    if backend is None:
-        import jax
-
-        backend = jax.default_backend()
-    if backend != "cpu":
+    if accelerated(backend):  # backend None: jax.default_backend()
         return
     est = cpu_budget.estimate(spec)
     limit = CPU_HOURS_LIMIT * 3600

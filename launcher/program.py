@@ -8,7 +8,8 @@
 
 :func:`over_seeds` is ``jax.vmap`` on accelerators and a loop over seeds (``lax.map``) on
 CPU, where a batched program runs each seed slower than the plain one (even a batch of
-one seed: see its docstring).
+one seed: see its docstring); ``batched`` forces either side
+(:func:`agent_api.backend.batched_layout`).
 
 ``train`` is compiled ahead of its first call (:meth:`SeedProgram.compile_train`), so
 the run loop can show "compiling" and keep compile time out of its steps/s. Every
@@ -29,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from agent_api import Agent
+from agent_api.backend import batched_layout
 
 # For programs that compile far longer than they run (smoke runs, tests), on CPU: LLVM at
 # -O0 (XLA's backend optimisation level) and XLA's older elemental emitter for fusions
@@ -36,24 +38,34 @@ from agent_api import Agent
 # seconds): a tiny world-model train chunk 30 -> 14 s, an MJX cheetah reset + step 26 -> 15 s;
 # -O0 alone roughly halves compile time and runs up to ~2x slower. float32 transcendentals
 # round differently (last bits). GPU compiles ignore both.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# The emitter switch is gone from JAX 0.11's XLA, which rejects it (the accelerator image's
+# JAX 0.11.2, results/accelerator_gpu_20261204/): there the options keep the -O level only.
+_EMITTER_FLAG = jax.__version_info__ < (0, 11)
+FAST_COMPILE = {"xla_backend_optimization_level": 0} | (
+    {"xla_cpu_use_fusion_emitters": False} if _EMITTER_FLAG else {}
+)
 # XLA's defaults, for a program that must run fast where FAST_COMPILE is the default
 # (the test session, tests/conftest.py, sets FAST_COMPILE for every program via XLA_FLAGS).
-FULL_OPTIMIZATION = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+FULL_OPTIMIZATION = {"xla_backend_optimization_level": 3} | (
+    {"xla_cpu_use_fusion_emitters": True} if _EMITTER_FLAG else {}
+)
 
 
-def over_seeds(fn: Any, in_axes: Sequence[int | None] | None = None) -> Any:
+def over_seeds(
+    fn: Any, in_axes: Sequence[int | None] | None = None, batched: bool | None = None
+) -> Any:
     """``fn`` of one seed over the leading seed axis of its arguments (``in_axes``: 0 for a
     seed-batched argument, None for one all seeds share; default all 0).
 
-    On accelerators ``jax.vmap``. On CPU ``jax.lax.map`` (one seed after the other, the
+    ``batched`` True: ``jax.vmap``; False: ``lax.map``; None (default): by backend, so
+    on accelerators ``jax.vmap``. On CPU ``jax.lax.map`` (one seed after the other, the
     shared arguments closed over): XLA:CPU runs a seed-batched program slower per seed than
     the unbatched one, even for a batch of one (a train step 25-35% slower vmapped over one
     seed, measured on both agents: docs/PERFORMANCE.md "Seeds on CPU"). Both give every seed
     the same maths; results can differ in the last bits. The result keeps ``fn``'s name
     (it names the compiled program and its cache entry).
     """
-    if jax.default_backend() != "cpu":
+    if batched_layout(batched):
         return jax.vmap(fn, in_axes=0 if in_axes is None else tuple(in_axes))
 
     @functools.wraps(fn)
@@ -81,12 +93,19 @@ class SeedProgram:
     Attributes:
       n_devices: devices the seed axis is sharded over (1 = no sharding).
       seed_sharding: the sharding of every seed-batched array (None if unsharded).
+      batched: :func:`over_seeds`'s layout of every program (None: by backend).
     """
 
     def __init__(
-        self, agent: Agent, n_seeds: int, shard: bool = True, fast_compile: bool = False
+        self,
+        agent: Agent,
+        n_seeds: int,
+        shard: bool = True,
+        fast_compile: bool = False,
+        batched: bool | None = None,
     ) -> None:
         self.agent = agent
+        self.batched = batched
         # XLA's CPU/GPU backend at -O0 when asked (protocol.fast_compile): jax.jit takes the
         # option per program, so nothing else in the process changes.
         self.options = FAST_COMPILE if fast_compile else None
@@ -108,10 +127,10 @@ class SeedProgram:
             whole = NamedSharding(mesh, PartitionSpec())
             self.seed_sharding: Any = seeded
 
-            def batched(name: str, fn: Any, in_axes: tuple[int | None, ...]) -> Any:
+            def sharded(name: str, fn: Any, in_axes: tuple[int | None, ...]) -> Any:
                 # Each device maps over its own seeds; nothing crosses devices.
                 specs = tuple(PartitionSpec("seed") if a == 0 else PartitionSpec() for a in in_axes)
-                local = over_seeds(self._counted(name, fn), in_axes)
+                local = over_seeds(self._counted(name, fn), in_axes, self.batched)
                 # check_vma off: the agents' inner scans mix per-seed and replicated
                 # carries, which the varying-axis check rejects; no collective runs here.
                 return jax.shard_map(
@@ -122,18 +141,18 @@ class SeedProgram:
                     check_vma=False,
                 )
 
-            init = batched("init", agent.init, (0,))
+            init = sharded("init", agent.init, (0,))
             self.init = jit(init, in_shardings=seeded, out_shardings=seeded)
             ins = (seeded, whole) if self.shared is None else (seeded, whole, whole)
             self._train = jit(
-                batched("train", agent.train, axes),
+                sharded("train", agent.train, axes),
                 in_shardings=ins,
                 out_shardings=(seeded, seeded),
             )
             if self.shared is not None:
                 self.shared = jax.device_put(self.shared, whole)
             self.evaluate = jit(
-                batched("evaluate", agent.evaluate, (0, 0)),
+                sharded("evaluate", agent.evaluate, (0, 0)),
                 in_shardings=(seeded, seeded),
                 out_shardings=(seeded, seeded),
             )
@@ -141,9 +160,11 @@ class SeedProgram:
             self.seed_sharding = None
             if self.shared is not None:
                 self.shared = jax.device_put(self.shared)
-            self.init = jit(over_seeds(self._counted("init", agent.init)))
-            self._train = jit(over_seeds(self._counted("train", agent.train), axes))
-            self.evaluate = jit(over_seeds(self._counted("evaluate", agent.evaluate)))
+            self.init = jit(over_seeds(self._counted("init", agent.init), batched=batched))
+            self._train = jit(over_seeds(self._counted("train", agent.train), axes, batched))
+            self.evaluate = jit(
+                over_seeds(self._counted("evaluate", agent.evaluate), batched=batched)
+            )
 
     def _counted(self, name: str, fn: Any) -> Any:
         """``fn`` that counts its traces (each trace of a jitted function is a compile)."""
@@ -192,7 +213,10 @@ class SeedProgram:
     def migrate(self, state: Any, saved_env_steps: int) -> Any:
         """``agent.migrate`` over seeds (a resumed run whose length changed)."""
         fn = jax.jit(
-            over_seeds(functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps)),
+            over_seeds(
+                functools.partial(self.agent.migrate, saved_env_steps=saved_env_steps),
+                batched=self.batched,
+            ),
             compiler_options=self.options,
         )
         return self.place(fn(state))

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from agent_api.backend import batched_layout
 from agents.tdmpc2.buffer import EpisodeBuffer, EpisodeBufferState
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.entry import REQUIREMENTS
@@ -60,11 +61,17 @@ class TDMPC2State:
 
 @dataclasses.dataclass(frozen=True)
 class TDMPC2:
-    """TD-MPC2 on ``env`` for a run of ``total_env_steps`` agent steps (sizes the buffer)."""
+    """TD-MPC2 on ``env`` for a run of ``total_env_steps`` agent steps (sizes the buffer).
+
+    ``batched`` picks the layout of the Q ensemble and of the planner over envs (True:
+    vmapped, False: looped; None: the backend's, :func:`agent_api.backend.batched_layout`;
+    docs/design.md §2.6).
+    """
 
     cfg: TDMPC2Config
     env: Env
     total_env_steps: int
+    batched: bool | None = None
 
     def __post_init__(self) -> None:
         spec = self.env.spec
@@ -80,7 +87,8 @@ class TDMPC2:
     # ----------------------------------------------------------- components
     @property
     def wm(self) -> WorldModel:
-        return WorldModel(self.cfg, self.env.spec.obs_size, self.env.spec.action_size)
+        spec = self.env.spec
+        return WorldModel(self.cfg, spec.obs_size, spec.action_size, batched=self.batched)
 
     @property
     def schedule(self) -> Schedule:
@@ -195,7 +203,7 @@ class TDMPC2:
             nz = draw_plan_noise(k, cfg, A)
             return plan(wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode)[:2]
 
-        return batched_policy(decide)
+        return batched_policy(decide, self.batched)
 
     # ---------------------------------------------------------------- update
     def _update(
@@ -291,19 +299,21 @@ class TDMPC2:
         return single_env_policy(policy), carry
 
 
-def batched_policy(decide: Any):
+def batched_policy(decide: Any, batched: bool | None = None):
     """A row-collector policy (carry = prev_mean ``[n, H, A]``) from a one-env decision
-    ``decide(obs, prev_mean, t0, key) -> (action, mean)``."""
+    ``decide(obs, prev_mean, t0, key) -> (action, mean)``: ``vmap`` over the envs if
+    ``batched`` (None: the backend decides, :func:`agent_api.backend.batched_layout`), else
+    ``lax.map``."""
 
     def policy(prev_mean, obs, is_first, key):
         args = (obs, prev_mean, is_first, jax.random.split(key, obs.shape[0]))
         # Same decisions either way. On CPU a loop over envs beats the batched planner
         # (the vmapped contractions run 23-29% slower per decision, docs/PERFORMANCE.md);
         # accelerators want the batch.
-        if jax.default_backend() == "cpu":
-            action, mean = jax.lax.map(lambda a: decide(*a), args)
-        else:
+        if batched_layout(batched):
             action, mean = jax.vmap(lambda *a: decide(*a))(*args)
+        else:
+            action, mean = jax.lax.map(lambda a: decide(*a), args)
         return action, mean, None
 
     return policy

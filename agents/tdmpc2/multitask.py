@@ -195,16 +195,18 @@ class TaskSet:
 
 
 def multitask_world_model(
-    cfg: TDMPC2Config, tasks: TaskSet, task_dim: int = TASK_DIM
+    cfg: TDMPC2Config, tasks: TaskSet, task_dim: int = TASK_DIM, batched: bool | None = None
 ) -> WorldModel:
     """The padded world model of ``tasks``: obs ``O_max``, actions ``A_max``, a task
-    embedding ``[num_tasks, task_dim]`` (``cfg`` is resolved by :meth:`TaskSet.resolve`)."""
+    embedding ``[num_tasks, task_dim]`` (``cfg`` is resolved by :meth:`TaskSet.resolve`;
+    ``batched``: the Q ensemble's layout, :class:`WorldModel`)."""
     return WorldModel(
         tasks.resolve(cfg),
         tasks.obs_max,
         tasks.action_max,
         task_dim=task_dim,
         num_tasks=tasks.num_tasks,
+        batched=batched,
     )
 
 

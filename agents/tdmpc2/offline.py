@@ -92,12 +92,15 @@ class TDMPC2MultiTask:
     ``names`` and ``member_env(i)``) for ``total_env_steps`` updates.
 
     ``data`` (optional) is an in-memory dataset; by default ``cfg.dataset`` is loaded.
+    ``batched``: the layout of the Q ensemble and of the evaluation planner over envs
+    (:class:`~agents.tdmpc2.agent.TDMPC2`; None: the backend's).
     """
 
     cfg: MultiTaskConfig
     env: Any
     total_env_steps: int
     data: MultiTaskDataset | None = None
+    batched: bool | None = None
 
     def __post_init__(self) -> None:
         names = self.task_names()
@@ -142,7 +145,8 @@ class TDMPC2MultiTask:
     # ----------------------------------------------------------- components
     @property
     def wm(self) -> WorldModel:
-        return multitask_world_model(self.cfg, self.tasks, task_dim=self.cfg.task_dim)
+        cfg = self.cfg
+        return multitask_world_model(cfg, self.tasks, task_dim=cfg.task_dim, batched=self.batched)
 
     def shared_inputs(self) -> Episodes:
         """The dataset as device-ready arrays (agent_api: shared by every seed)."""
@@ -251,7 +255,7 @@ class TDMPC2MultiTask:
             o = pad_obs(o, tasks.obs_max)
             return plan(wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode, task=ctx)[:2]
 
-        inner = batched_policy(decide)
+        inner = batched_policy(decide, self.batched)
 
         def policy(prev_mean, obs, is_first, key):
             action, mean, extra = inner(prev_mean, obs, is_first, key)

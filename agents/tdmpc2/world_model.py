@@ -48,6 +48,7 @@ import flax
 import jax
 import jax.numpy as jnp
 
+from agent_api.backend import batched_layout
 from agents.common.distributional import TwoHot
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.layers import (
@@ -84,6 +85,9 @@ class WorldModel:
         action_size: A (multi-task: the padded ``A_max``).
         task_dim: T_d, the task-embedding width (0: single-task).
         num_tasks: rows of the task embedding (0: single-task).
+        batched: the Q ensemble's layout, vmapped over members (True) or one plain MLP per
+            member (False); None: the backend's (:func:`agent_api.backend.batched_layout`).
+            Same maths either way (docs/design.md §2.6).
 
     The head methods take an optional ``task`` (a :class:`~agents.tdmpc2.multitask.
     TaskContext`); it must be given for a multi-task model and omitted otherwise.
@@ -94,6 +98,7 @@ class WorldModel:
     action_size: int
     task_dim: int = 0
     num_tasks: int = 0
+    batched: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.cfg.resolved:
@@ -240,7 +245,7 @@ class WorldModel:
             rng = jax.random.fold_in(dropout_key, m)
             return module.apply({"params": p}, x, deterministic=False, rngs={"dropout": rng})
 
-        if jax.default_backend() != "cpu":
+        if batched_layout(self.batched):
             return jax.vmap(one)(sel, members)
         # On CPU, one plain MLP per member: vmapping them merges the members' first layers
         # into one [rows, M * mlp] dot whose [rows, M, mlp] <-> [M, rows, mlp] re-layout
