@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/dreamerv3_speed.py [--sizes 1m 12m] [--reps 3] [--k 2]
         [--policy-k 10] [--seeds 4] [--core N] [--skip-reference] [--profile] [--out r.json]
+        [--compute-dtype float32|bfloat16|auto]
 
 Walker dims (obs 24, 6 continuous actions): one train step on B 16 x T 65 rows (64 trained + 1
 replay context; the reference's ``batch_length: 65``) and one policy step for 16 envs, at the
@@ -13,8 +14,9 @@ reference worker (``_dreamerv3_ref_worker.py``, reference venv) runs under ``tas
 Ours: ``jax.jit(train_step, static_argnums=0, donate_argnums=1)`` (state chained), ``jax.jit(
 policy_step, static_argnums=0)`` (carry chained) and ``jax.vmap`` of ``train_step`` over
 ``--seeds`` stacked states / batches / noises; compile = ``.trace().lower().compile()``, timed,
-persistent cache off. Reference: its constructor (compiles train and report) is timed, then
-``agent.train`` / ``agent.policy`` on request (``--ref`` / ``--ref-python``, or
+persistent cache off; ``--compute-dtype`` (default float32, the reference worker's dtype)
+sets our ``agent.compute_dtype``. Reference: its constructor (compiles train and report) is
+timed, then ``agent.train`` / ``agent.policy`` on request (``--ref`` / ``--ref-python``, or
 ``$WMRL_DREAMERV3_REF`` / ``$WMRL_DREAMERV3_REF_PYTHON``: the recipe is docs/PERFORMANCE.md,
 "Reference checkouts"; ``--skip-reference`` times ours alone). ``--reps`` interleaved
 rounds of [ours train k, ref train k, ours vmapped k, ours policy k', ref policy k'] after one
@@ -154,7 +156,8 @@ def stepper(compiled, holder: dict, key: str, inputs: list, chain: int = 0):
 
 
 def build_ours(size: str, args) -> dict:
-    nets = Networks(DreamerV3Config(model_size=size), OBS, ACT, False)
+    cfg = DreamerV3Config(model_size=size, compute_dtype=args.compute_dtype)
+    nets = Networks(cfg, OBS, ACT, False)
     B, T, S, N = args.batch, args.length - 1, args.seeds, args.envs
     rng = np.random.default_rng(0)
     state = dv3.init_train_state(nets, jax.random.key(0))
@@ -341,6 +344,12 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=16)
     p.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)))
     p.add_argument("--skip-reference", action="store_true")
+    p.add_argument(
+        "--compute-dtype",
+        default="float32",
+        choices=["float32", "bfloat16", "auto"],
+        help="our agent.compute_dtype (the reference worker runs float32)",
+    )
     p.add_argument("--profile", action="store_true", help="per-HLO-op profile of our train")
     _refs.add_arguments(p, _refs.DREAMERV3)
     p.add_argument(

@@ -34,6 +34,7 @@ OUTPUT_PHASES = ("reference_rows", "run_end")
 # any other value is part of the identity. (Hydra has no notion of a schema version: ours.)
 ADDED_AT_DEFAULT: dict[tuple[str, str], Any] = {
     ("agent", "q_scale_per_task"): False,  # deviation T49's what-if (issue 32)
+    ("agent", "compute_dtype"): "auto",  # bf16 compute where the reference has it (issue 42, D30)
 }
 
 

@@ -12,6 +12,7 @@ docs/design.md §6 (``blocks``). Only what both agents use:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -23,6 +24,7 @@ __all__ = [
     "NormedMLP",
     "RMSNorm",
     "activation",
+    "cast",
     "dense_matmul",
     "dreamerv3_kernel_init",
     "linear",
@@ -31,6 +33,15 @@ __all__ = [
 ]
 
 Initializer = Callable[..., jax.Array]
+
+
+def cast(x: jax.Array, dtype: Any) -> jax.Array:
+    """``x`` in ``dtype``; ``x`` itself when ``dtype`` is None or already its dtype, so a
+    float32 model traces to the same program with or without the casts (DreamerV3's
+    ``cast_to_compute``, dreamerv3@29eb964 ``jaxutils.py:24-27``)."""
+    if dtype is None or x.dtype == dtype:
+        return x
+    return x.astype(dtype)
 
 
 def dreamerv3_kernel_init(outscale: float = 1.0) -> Initializer:
@@ -89,19 +100,24 @@ dense_matmul.defvjp(_dense_fwd, _dense_bwd)
 
 class Dense(nn.Module):
     """``nn.Dense`` (same params ``kernel [in, features]``, ``bias [features]``, same names
-    and init) computed with :func:`dense_matmul`: ``[..., in] -> [..., features]``."""
+    and init) computed with :func:`dense_matmul`: ``[..., in] -> [..., features]``.
+
+    ``dtype``: the compute dtype; the input, the float32 kernel and the bias are cast to it
+    and the output is in it (DreamerV3's ``Linear`` in bfloat16, dreamerv3@29eb964
+    ``nets.py:619-637``). None computes in the input's dtype, with no cast."""
 
     features: int
     use_bias: bool = True
     kernel_init: Initializer = nn.initializers.lecun_normal()
     bias_init: Initializer = nn.initializers.zeros
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features))
-        y = dense_matmul(x, kernel)
+        y = dense_matmul(cast(x, self.dtype), cast(kernel, self.dtype))
         if self.use_bias:
-            y = y + self.param("bias", self.bias_init, (self.features,))
+            y = y + cast(self.param("bias", self.bias_init, (self.features,)), self.dtype)
         return y
 
 
@@ -111,14 +127,21 @@ def linear(
     bias_init: Initializer = nn.initializers.zeros,
     use_bias: bool = True,
     name: str | None = None,
+    dtype: Any = None,
 ) -> Dense:
     """:class:`Dense` ``(features)`` with explicit initializers.
 
     Maps ``[..., in] -> [..., features]``; params ``kernel [in, features]`` and (when
     ``use_bias``) ``bias [features]`` (zeros by default, as in both references).
+    ``dtype``: the compute dtype (:class:`Dense`).
     """
     return Dense(
-        features, use_bias=use_bias, kernel_init=kernel_init, bias_init=bias_init, name=name
+        features,
+        use_bias=use_bias,
+        kernel_init=kernel_init,
+        bias_init=bias_init,
+        dtype=dtype,
+        name=name,
     )
 
 
@@ -192,7 +215,9 @@ class RMSNorm(nn.Module):
     float32; the output is cast back to the input dtype. Param: ``scale [features]``
     (float32, init ones). Input ``[..., features]`` -> output ``[..., features]``.
     DreamerV3 computes the statistics in the compute dtype (bf16 in its default config);
-    we always use float32 (docs/design.md §6; identical in float32).
+    we always use float32 (docs/design.md §6; identical in float32). A bfloat16 input is
+    therefore rounded once, at the output, where the reference rounds ``x**2``, the mean,
+    ``rsqrt``, the scaled multiplier and the product (deviation D28).
 
     ``grouped=True`` takes the feature axis split group-major, ``x [g, ..., F/g]`` (feature
     ``k F/g + j`` at ``x[k, ..., j]``, the layout of the DreamerV3 block GRU): the statistics
@@ -236,6 +261,9 @@ class NormedMLP(nn.Module):
         norm_eps: norm epsilon; ``None`` means 1e-4 for "rms", 1e-5 for "layer".
         kernel_init: Dense kernel initializer (default :func:`dreamerv3_kernel_init`).
         dropout: dropout rate of the first layer (TD-MPC2 Q members: 0.01).
+        dtype: compute dtype of the Dense layers (:class:`Dense`; None: no cast). The norm
+            returns its input's dtype and the activation keeps it, so with bfloat16 every
+            layer's output is bfloat16 (DreamerV3's ``Linear``, ``nets.py:619-637``).
 
     Shapes: ``x [..., in] -> [..., units]``. Param tree::
 
@@ -251,6 +279,7 @@ class NormedMLP(nn.Module):
     norm_eps: float | None = None
     kernel_init: Initializer = dreamerv3_kernel_init()
     dropout: float = 0.0
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x: jax.Array, deterministic: bool = True) -> jax.Array:
@@ -258,7 +287,7 @@ class NormedMLP(nn.Module):
         if self.norm not in ("rms", "layer"):
             raise ValueError(f"norm must be 'rms' or 'layer', got {self.norm!r}")
         for i in range(self.layers):
-            x = linear(self.units, self.kernel_init, name=f"dense_{i}")(x)
+            x = linear(self.units, self.kernel_init, name=f"dense_{i}", dtype=self.dtype)(x)
             if i == 0 and self.dropout > 0.0:
                 x = nn.Dropout(rate=self.dropout, name="dropout_0")(x, deterministic=deterministic)
             if self.norm == "rms":

@@ -12,6 +12,10 @@ output layers with outscale 0.01.
   straight-through one-hot sample from Gumbel ``noise``; log-prob and entropy of the mixed
   distribution.
 
+The layers compute in ``dtype``; ``out`` and ``std`` are cast to float32 before the
+distribution (``nets.py:441-448``), so the distribution, its samples, log-probs and entropies
+are float32.
+
 Param tree: ``{mlp: {dense_i, norm_i}, out: {kernel [units, A], bias}, [std: {kernel, bias}]}``.
 Shapes: ``feat [..., F]``; a distribution's leaves ``[..., A]``; actions ``[..., A]`` (one-hot
 for discrete); log-prob and entropy ``[...]``.
@@ -20,6 +24,7 @@ for discrete); log-prob and entropy ``[...]``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import flax.linen as nn
 import flax.struct
@@ -27,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.common import NormedMLP, dreamerv3_kernel_init, linear
+from agents.common.blocks import cast
 from agents.dreamerv3.latents import (
     categorical_entropy,
     categorical_log_prob,
@@ -82,14 +88,16 @@ class Actor(nn.Module):
     maxstd: float = 1.0
     unimix: float = 0.01
     outscale: float = 0.01
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, feat: jax.Array) -> ActorDist:
-        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
+        dt = self.dtype
+        x = NormedMLP(self.layers, self.units, name="mlp", dtype=dt)(feat)
         init = dreamerv3_kernel_init(self.outscale)
-        out = linear(self.action_size, init, name="out")(x)
+        out = cast(linear(self.action_size, init, name="out", dtype=dt)(x), jnp.float32)
         if self.discrete:
             return ActorDist(logits=unimix_logits(out, self.unimix))
-        std = linear(self.action_size, init, name="std")(x)
+        std = cast(linear(self.action_size, init, name="std", dtype=dt)(x), jnp.float32)
         scale = (self.maxstd - self.minstd) * jax.nn.sigmoid(std + 2.0) + self.minstd
         return ActorDist(loc=jnp.tanh(out), scale=scale)

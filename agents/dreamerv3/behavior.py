@@ -14,6 +14,10 @@ code, fixed here (no flags): ``imag_start: all``, ``ac_grads: none``, ``slowtar:
   critic loss on ``sg(ret)`` plus the slow-critic regulariser; replay critic on the posterior
   features (gradient into the world model) with the imagination return as bootstrap.
 
+Compute dtype (``nets.dtype``): the imagined latents and actions are in it (each sampled action
+is cast, ``agent.py:256, 275``: the GRU and the losses see the rounded action); the heads'
+outputs, λ-returns, the return normaliser and every loss are float32.
+
 Two-hot means (``TwoHotDist.mean``) are only ever used as stop-gradient constants; the parity
 tests may inject the reference's values through ``means`` (deviation D22: its pairwise sum is
 not reproducible bit for bit under another XLA build). Computing imagination from
@@ -28,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.common import ReturnNormalizer, ReturnNormState, TwoHot
+from agents.common.blocks import cast
 from agents.dreamerv3.heads import bernoulli_mean
 from agents.dreamerv3.networks import Networks
 from agents.dreamerv3.returns import lambda_return, replay_return
@@ -58,7 +63,7 @@ def imagine(
 
     ``gumbel [H, N, S, C]`` (prior samples), ``act_noise [H + 1, N, A]`` (index 0: the start
     action). Returns ``deter [N, H+1, D]``, ``stoch [N, H+1, S, C]``, ``action [N, H+1, A]``,
-    all stop-gradiented.
+    all stop-gradiented and in the compute dtype.
     """
     params = sg(params)
     n = post.deter.shape[0] * post.deter.shape[1]
@@ -68,14 +73,15 @@ def imagine(
     }
     actor = nets.actor.bind({"params": params["actor"]})
     rssm = nets.rssm.bind({"params": params["dyn"]})
-    act = actor(features(lat["deter"], lat["stoch"])).sample(act_noise[0])
+    dist = lambda lat: actor(features(lat["deter"], lat["stoch"]))  # noqa: E731
+    act = cast(dist(lat).sample(act_noise[0]), nets.dtype)
 
     def step(carry: tuple, x: tuple) -> tuple[tuple, tuple]:
         lat, act = carry
         g, noise = x
         lat, _ = rssm.imagine(lat, act, g)
         lat = {"deter": lat["deter"], "stoch": sg(lat["stoch"])}
-        act = actor(features(lat["deter"], lat["stoch"])).sample(noise)
+        act = cast(dist(lat).sample(noise), nets.dtype)
         return (lat, act), (lat["deter"], lat["stoch"], act)
 
     _, (deter, stoch, acts) = jax.lax.scan(step, (lat, act), (gumbel, act_noise[1:]))
@@ -208,7 +214,7 @@ def _metrics(adv, rew, weight, val, ret, replay_ret, ent, acts, nets) -> dict[st
         ("ent/action", ent),
     ):
         out.update(_stats(x, name))
-    act = jnp.argmax(acts, -1).astype(jnp.float32) if nets.discrete else acts
+    act = jnp.argmax(acts, -1).astype(jnp.float32) if nets.discrete else cast(acts, jnp.float32)
     out.update(_stats(act, "act/action"))
     out["td_error"] = jnp.mean(jnp.abs(ret - val[:, :-1]))
     out["ret_rate"] = jnp.mean((jnp.abs(ret) > 1.0).astype(jnp.float32))

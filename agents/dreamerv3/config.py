@@ -16,8 +16,10 @@ critic,replay_critic}`` -> ``{dyn,rep,rec,rew,con,actor,critic,repval}_scale``,
 ``return_lambda`` / ``return_lambda_replay`` -> ``lam`` / ``repval_lam``, ``batch_length`` ->
 ``batch_length`` counts TRAINED steps (the reference's 65 = 64 + 1 replay-context step).
 
-Compute dtype: float32 only. The reference's default ``jax.compute_dtype: bfloat16`` is
-deferred to the accelerator milestone (deviation D30).
+Compute dtype: ``compute_dtype`` is "float32", "bfloat16" or "auto" (the default: bfloat16 on an
+accelerator, float32 on the CPU, :func:`resolve_compute_dtype`). bfloat16 is the reference's
+``jax.compute_dtype: bfloat16`` with float32 parameters (``configs.yaml:24-25``); what it casts
+is listed in docs/design.md §8.1 and deviation D30.
 """
 
 from __future__ import annotations
@@ -26,7 +28,23 @@ import dataclasses
 import math
 from fractions import Fraction
 
+from agent_api.backend import accelerated
 from agent_api.rules import bounded, check_bounds, check_lockstep_envs
+
+COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
+
+
+def resolve_compute_dtype(compute_dtype: str, backend: str) -> str:
+    """The dtype name a model computes in: ``compute_dtype`` itself, or for "auto" bfloat16 on
+    an accelerator ``backend`` (``agent_api.backend.accelerated``: anything but "cpu") and
+    float32 on the CPU, where bfloat16 is slower (D30). ``backend``: a
+    ``jax.default_backend()`` name (docs/design.md §2.6)."""
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"compute_dtype={compute_dtype!r}: choose one of {list(COMPUTE_DTYPES)}")
+    if compute_dtype != "auto":
+        return compute_dtype
+    return "bfloat16" if accelerated(backend) else "float32"
+
 
 # name -> d (units = hidden = d, deter = 8 d, classes = d // 16)
 MODEL_SIZES: dict[str, int] = {
@@ -114,12 +132,19 @@ class DreamerV3Config:
     replay_capacity: int = bounded(5_000_000, low=1, high=2**31 - 1, why="int32 ring indices")
     n_envs: int = bounded(16, low=1)
     eval_episodes: int = 10
+    # numerics: "float32" | "bfloat16" | "auto" (resolve_compute_dtype); params stay float32
+    compute_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.model_size not in MODEL_SIZES:
             raise ValueError(
                 f"model_size={self.model_size!r} is not a DreamerV3 preset; "
                 f"choose one of {list(MODEL_SIZES)}"
+            )
+        if self.compute_dtype not in COMPUTE_DTYPES:
+            raise ValueError(
+                f"compute_dtype={self.compute_dtype!r} is not one of {list(COMPUTE_DTYPES)}; "
+                "e.g. agent.compute_dtype=bfloat16"
             )
         check_bounds(self)
         low_high = self.retnorm_percentiles

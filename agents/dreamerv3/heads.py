@@ -14,6 +14,11 @@ with the output layer's ``outscale`` (D23), zero biases.
 * :class:`ContinueHead`: -> Linear(1, outscale 1) -> Bernoulli logit; loss
   :func:`bernoulli_nll` (soft targets allowed).
 
+Compute dtype ``dtype`` (float32 or bfloat16): the layers compute in it (the encoder's symlog
+is float32, then cast, ``nets.py:254-258``); the decoder, two-hot and continue outputs are cast
+to float32 before any distribution or loss, as the reference's ``Dist`` (``nets.py:441-448``).
+The embedding stays in ``dtype``.
+
 Shapes: ``feat [..., F] -> embed [..., units]``, ``recon [..., O]``, ``logits [..., bins]``,
 ``logit [...]``. Param trees: ``{mlp: {dense_i: {kernel, bias}, norm_i: {scale}}, out:
 {kernel, bias}}`` (the encoder has no ``out``).
@@ -21,11 +26,14 @@ Shapes: ``feat [..., F] -> embed [..., units]``, ``recon [..., O]``, ``logits [.
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from agents.common import NormedMLP, dreamerv3_kernel_init, linear, symlog
+from agents.common.blocks import cast
 
 __all__ = [
     "ContinueHead",
@@ -43,10 +51,12 @@ class Encoder(nn.Module):
 
     layers: int
     units: int
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        return NormedMLP(self.layers, self.units, name="mlp")(symlog(obs.astype(jnp.float32)))
+        x = symlog(obs.astype(jnp.float32))
+        return NormedMLP(self.layers, self.units, name="mlp", dtype=self.dtype)(x)
 
 
 class Decoder(nn.Module):
@@ -56,11 +66,14 @@ class Decoder(nn.Module):
     units: int
     obs_size: int
     outscale: float = 0.1
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, feat: jax.Array) -> jax.Array:
-        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
-        return linear(self.obs_size, dreamerv3_kernel_init(self.outscale), name="out")(x)
+        dt = self.dtype
+        x = NormedMLP(self.layers, self.units, name="mlp", dtype=dt)(feat)
+        out = linear(self.obs_size, dreamerv3_kernel_init(self.outscale), name="out", dtype=dt)
+        return cast(out(x), jnp.float32)
 
 
 class TwoHotHead(nn.Module):
@@ -70,13 +83,15 @@ class TwoHotHead(nn.Module):
     units: int
     bins: int = 255
     outscale: float = 0.0
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, feat: jax.Array) -> jax.Array:
-        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
+        dt = self.dtype
+        x = NormedMLP(self.layers, self.units, name="mlp", dtype=dt)(feat)
         width = self.bins + self.bins % 2  # 256 columns, the last one unused
-        out = linear(width, dreamerv3_kernel_init(self.outscale), name="out")(x)
-        return out[..., : self.bins]
+        out = linear(width, dreamerv3_kernel_init(self.outscale), name="out", dtype=dt)(x)
+        return cast(out, jnp.float32)[..., : self.bins]
 
 
 class ContinueHead(nn.Module):
@@ -85,11 +100,14 @@ class ContinueHead(nn.Module):
     layers: int
     units: int
     outscale: float = 1.0
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, feat: jax.Array) -> jax.Array:
-        x = NormedMLP(self.layers, self.units, name="mlp")(feat)
-        return linear(1, dreamerv3_kernel_init(self.outscale), name="out")(x)[..., 0]
+        dt = self.dtype
+        x = NormedMLP(self.layers, self.units, name="mlp", dtype=dt)(feat)
+        out = linear(1, dreamerv3_kernel_init(self.outscale), name="out", dtype=dt)(x)
+        return cast(out, jnp.float32)[..., 0]
 
 
 def symlog_mse(pred: jax.Array, target: jax.Array, tol: float = 1e-8) -> jax.Array:

@@ -11,6 +11,11 @@ Parameter tree (``Networks.init``)::
 
 Groups of the three optimizer instances (docs/design.md §8.2): world model = enc, dyn, dec, rew,
 con; actor; critic (:data:`GROUPS`).
+
+Compute dtype (:attr:`Networks.dtype`, the config's ``compute_dtype`` resolved for the backend,
+:func:`agents.dreamerv3.config.resolve_compute_dtype`): every module computes its layers in it
+and returns its head outputs in float32; parameters are float32 (reference 29eb964
+``jax.compute_dtype``/``param_dtype``, ``nets.py:441-448, 837``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.dreamerv3.actor import Actor
-from agents.dreamerv3.config import DreamerV3Config
+from agents.dreamerv3.config import DreamerV3Config, resolve_compute_dtype
 from agents.dreamerv3.heads import ContinueHead, Decoder, Encoder, TwoHotHead
 from agents.dreamerv3.rssm import RSSM
 
@@ -48,6 +53,11 @@ class Networks:
     discrete: bool
 
     @property
+    def dtype(self) -> jnp.dtype:
+        """The compute dtype: ``cfg.compute_dtype`` ("auto": by the default backend)."""
+        return jnp.dtype(resolve_compute_dtype(self.cfg.compute_dtype, jax.default_backend()))
+
+    @property
     def rssm(self) -> RSSM:
         c = self.cfg
         return RSSM(
@@ -60,27 +70,30 @@ class Networks:
             obs_layers=c.obs_layers,
             dyn_layers=c.dyn_layers,
             unimix=c.unimix,
+            dtype=self.dtype,
         )
 
     @property
     def encoder(self) -> Encoder:
-        return Encoder(self.cfg.enc_layers, self.cfg.units_size)
+        return Encoder(self.cfg.enc_layers, self.cfg.units_size, dtype=self.dtype)
 
     @property
     def decoder(self) -> Decoder:
-        return Decoder(self.cfg.dec_layers, self.cfg.units_size, self.obs_size)
+        return Decoder(self.cfg.dec_layers, self.cfg.units_size, self.obs_size, dtype=self.dtype)
 
     @property
     def reward(self) -> TwoHotHead:
-        return TwoHotHead(self.cfg.rew_layers, self.cfg.units_size, self.cfg.bins)
+        c = self.cfg
+        return TwoHotHead(c.rew_layers, c.units_size, c.bins, dtype=self.dtype)
 
     @property
     def cont(self) -> ContinueHead:
-        return ContinueHead(self.cfg.con_layers, self.cfg.units_size)
+        return ContinueHead(self.cfg.con_layers, self.cfg.units_size, dtype=self.dtype)
 
     @property
     def critic(self) -> TwoHotHead:
-        return TwoHotHead(self.cfg.critic_layers, self.cfg.units_size, self.cfg.bins)
+        c = self.cfg
+        return TwoHotHead(c.critic_layers, c.units_size, c.bins, dtype=self.dtype)
 
     @property
     def actor(self) -> Actor:
@@ -93,6 +106,7 @@ class Networks:
             minstd=c.minstd,
             maxstd=c.maxstd,
             unimix=c.actor_unimix,
+            dtype=self.dtype,
         )
 
     def init(self, key: jax.Array) -> tuple[Params, Params]:

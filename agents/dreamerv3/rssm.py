@@ -3,8 +3,16 @@
 Reference 2411f7d ``nets.py:16-220`` (``RSSM``, cell ``blockgru``) and ``nets.py:638-701``
 (``BlockLinear``). One step at a time over a batch; the callers scan over time.
 
-State ("latent"): ``deter [B, D]`` float32 and ``stoch [B, S, C]`` one-hot (straight-through).
+State ("latent"): ``deter [B, D]`` and ``stoch [B, S, C]`` one-hot (straight-through), both in
+the compute dtype ``dtype`` (float32 or bfloat16, :attr:`agents.dreamerv3.networks.Networks.dtype`).
 Features for every head: ``concat(deter, flatten(stoch))`` (:func:`features`).
+
+Compute dtype (the reference's ``cast`` calls, 29eb964 ``nets.py:40-45,58,76,82-95,151-173,
+207-220``): :meth:`RSSM.observe` and :meth:`RSSM.imagine` cast the carried latent and the action
+to ``dtype``; every Linear / BlockLinear, the norms' outputs, SiLU, the GRU gates, the new
+``deter`` and the unimix softmax and log of the logits are in ``dtype``. The logits are then
+upcast to float32, as the reference's ``_dist`` does: the sample (``argmax(logits + gumbel)``),
+the KL and the entropies are float32, and the one-hot sample is cast back to ``dtype``.
 
 Block GRU (``nets.py:119-173``), g = ``blocks``:
 
@@ -32,11 +40,14 @@ Param tree (names as the reference's, with single layers as one-layer ``NormedML
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from agents.common import NormedMLP, RMSNorm, dreamerv3_kernel_init, linear
+from agents.common.blocks import cast
 from agents.dreamerv3.latents import onehot_sample, unimix_logits
 
 __all__ = ["RSSM", "BlockLinear", "features"]
@@ -59,12 +70,14 @@ class BlockLinear(nn.Module):
     the ``g`` batched dots read and write contiguous rows and the gate fusion after them
     reads its operands in order (docs/PERFORMANCE.md, DreamerV3 "What changed"). Kernel init:
     fan-in truncated normal with the fan-in of the whole layer, ``in``
-    (``block_fans: False``, ``nets.py:873-884``).
+    (``block_fans: False``, ``nets.py:873-884``). ``dtype``: the compute dtype, as
+    :class:`agents.common.blocks.Dense` (``nets.py:671-705``).
     """
 
     units: int
     groups: int
     outscale: float = 1.0
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -80,6 +93,7 @@ class BlockLinear(nn.Module):
         kernel = self.param("kernel", dreamerv3_kernel_init(self.outscale), shape)
         bias = self.param("bias", nn.initializers.zeros, (self.units,))
         lead = x.shape[1:-1]
+        x, kernel, bias = (cast(v, self.dtype) for v in (x, kernel, bias))
         y = jnp.einsum("g...i,gio->g...o", x, kernel)
         return y + bias.reshape(g, *(1,) * len(lead), self.units // g)
 
@@ -96,29 +110,38 @@ class RSSM(nn.Module):
     obs_layers: int = 1
     dyn_layers: int = 1
     unimix: float = 0.01
+    dtype: Any = jnp.float32
 
     def setup(self) -> None:
-        mlp = lambda name: NormedMLP(1, self.hidden, name=name)  # noqa: E731
+        dt = self.dtype
+        mlp = lambda name: NormedMLP(1, self.hidden, name=name, dtype=dt)  # noqa: E731
         self.dynin = [mlp(f"dynin{i}") for i in range(3)]
         self.dyn = [
-            BlockLinear(self.deter, self.blocks, name=f"dyn{i}") for i in range(self.dyn_layers)
+            BlockLinear(self.deter, self.blocks, name=f"dyn{i}", dtype=dt)
+            for i in range(self.dyn_layers)
         ]
         self.dyn_norm = [RMSNorm(grouped=True, name=f"dyn{i}_norm") for i in range(self.dyn_layers)]
-        self.dyncore = BlockLinear(3 * self.deter, self.blocks, name="dyncore")
+        self.dyncore = BlockLinear(3 * self.deter, self.blocks, name="dyncore", dtype=dt)
         self.obs = [mlp(f"obs{i}") for i in range(self.obs_layers)]
         self.img = [mlp(f"img{i}") for i in range(self.img_layers)]
         logit = lambda name: linear(  # noqa: E731
-            self.stoch * self.classes, dreamerv3_kernel_init(1.0), name=name
+            self.stoch * self.classes, dreamerv3_kernel_init(1.0), name=name, dtype=dt
         )
         self.obslogit = logit("obslogit")
         self.imglogit = logit("imglogit")
 
     def initial(self, batch: int) -> Latent:
         """Zero latent (``nets.py:39-45``): ``deter [B, D]``, ``stoch [B, S, C]``."""
-        return {
-            "deter": jnp.zeros((batch, self.deter), jnp.float32),
-            "stoch": jnp.zeros((batch, self.stoch, self.classes), jnp.float32),
-        }
+        return self.cast(
+            {
+                "deter": jnp.zeros((batch, self.deter), jnp.float32),
+                "stoch": jnp.zeros((batch, self.stoch, self.classes), jnp.float32),
+            }
+        )
+
+    def cast(self, lat: Latent) -> Latent:
+        """A latent in the compute dtype (the reference's ``cast(carry)``)."""
+        return {k: cast(v, self.dtype) for k, v in lat.items()}
 
     def gru(self, deter: jax.Array, stoch: jax.Array, action: jax.Array) -> jax.Array:
         """Block GRU step: ``deter [B, D], stoch [B, S, C], action [B, A] -> deter' [B, D]``.
@@ -147,8 +170,14 @@ class RSSM(nn.Module):
         return jnp.moveaxis(out, 0, -2).reshape(*lead, -1)
 
     def _logits(self, layer: nn.Module, x: jax.Array) -> jax.Array:
+        """float32 logits ``[B, S, C]``: unimixed in the compute dtype, then upcast
+        (``nets.py:207-220``: ``_logit`` in the compute dtype, ``_dist`` upcasts)."""
         logits = layer(x).reshape(*x.shape[:-1], self.stoch, self.classes)
-        return unimix_logits(logits, self.unimix)
+        return cast(unimix_logits(logits, self.unimix), jnp.float32)
+
+    def _sample(self, logits: jax.Array, gumbel: jax.Array) -> jax.Array:
+        """The float32 straight-through sample, cast to the compute dtype (``nets.py:70, 89``)."""
+        return cast(onehot_sample(logits, gumbel), self.dtype)
 
     def prior(self, deter: jax.Array) -> jax.Array:
         """Prior logits ``[B, S, C]`` (unimixed) from ``deter [B, D]`` (``nets.py:112-117``)."""
@@ -175,23 +204,26 @@ class RSSM(nn.Module):
         """Posterior step (``nets.py:53-76``); returns ``(latent', logits [B, S, C])``.
 
         ``is_first [B]`` zeroes ``deter``, ``stoch`` and ``action`` before the GRU;
-        ``gumbel [B, S, C]`` is the posterior sample's noise.
+        ``gumbel [B, S, C]`` is the posterior sample's noise. The latent, the action and the
+        embedding may come in any float dtype; they are cast to the compute dtype first.
         """
-        keep = 1.0 - is_first.astype(jnp.float32)
+        lat, action, embed = self.cast(lat), cast(action, self.dtype), cast(embed, self.dtype)
+        keep = 1.0 - is_first.astype(self.dtype)
         deter = lat["deter"] * keep[:, None]
         stoch = lat["stoch"] * keep[:, None, None]
         action = action * keep[:, None]
         deter = self.gru(deter, stoch, action)
         logits = self.posterior(deter, embed)
-        return {"deter": deter, "stoch": onehot_sample(logits, gumbel)}, logits
+        return {"deter": deter, "stoch": self._sample(logits, gumbel)}, logits
 
     def imagine(
         self, lat: Latent, action: jax.Array, gumbel: jax.Array
     ) -> tuple[Latent, jax.Array]:
         """Prior step (``nets.py:78-95``); returns ``(latent', logits [B, S, C])``."""
+        lat, action = self.cast(lat), cast(action, self.dtype)
         deter = self.gru(lat["deter"], lat["stoch"], action)
         logits = self.prior(deter)
-        return {"deter": deter, "stoch": onehot_sample(logits, gumbel)}, logits
+        return {"deter": deter, "stoch": self._sample(logits, gumbel)}, logits
 
     def __call__(
         self, lat: Latent, action: jax.Array, embed: jax.Array, is_first: jax.Array

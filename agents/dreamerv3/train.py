@@ -15,7 +15,12 @@ Randomness enters only as arrays (docs/design.md §8.2 seams): :class:`TrainNois
 :class:`PolicyNoise`, drawn by :func:`draw_train_noise` / :func:`draw_policy_noise`.
 
 Deviations: D29 (draws as arrays from JAX keys), D32 (outputs returned in the same call, not
-one call late), D22 (the ``means`` seam of the parity tests).
+one call late), D22 (the ``means`` seam of the parity tests), D30 (compute dtype).
+
+Compute dtype (``nets.dtype``): the forward pass computes in it; parameters, gradients,
+optimizer state, the slow-critic EMA, the return normaliser and the loss are float32. What
+leaves a step is float32: the write-back and carried latents (bfloat16 values, held exactly;
+the reference stores ``deter`` in float32 too, ``agent.py:107-110``) and the metrics.
 
 Jit with ``jax.jit(train_step, static_argnums=0)`` (``nets`` is a frozen dataclass).
 """
@@ -30,6 +35,7 @@ import jax.numpy as jnp
 import optax
 
 from agents.common import ReturnNormalizer, ReturnNormState
+from agents.common.blocks import cast
 from agents.dreamerv3.behavior import behavior_losses, imagine
 from agents.dreamerv3.latents import gumbel_noise
 from agents.dreamerv3.networks import GROUPS, Networks
@@ -243,10 +249,13 @@ def train_step(
         updates=state.updates + 1,
     )
     metrics = {**metrics, "loss": total, "opt/grad_norm": optax.global_norm(grads)}
+    f32 = lambda x: cast(x, jnp.float32)  # noqa: E731
     outs = {
-        "replay_deter": post.deter,
+        "replay_deter": f32(post.deter),
         "replay_stoch": jnp.argmax(post.stoch, -1).astype(jnp.int32),
-        "carry": Carry(deter=last["deter"], stoch=last["stoch"], prevact=batch.action[:, -1]),
+        "carry": Carry(
+            deter=f32(last["deter"]), stoch=f32(last["stoch"]), prevact=batch.action[:, -1]
+        ),
     }
     if parity:
         outs.update(losses=losses, grads=grads, updates=updates, traj=traj)
@@ -275,7 +284,9 @@ def policy_step(
 
     ``obs [N, O]``, ``is_first [N]``. Returns ``(action, outs, carry')``: action ``[N, A]``
     raw sample (continuous) or ``[N]`` int32 class (discrete); outs ``deter [N, D]``,
-    ``stoch [N, S]`` int32 (the latents replay stores); the policy always samples.
+    ``stoch [N, S]`` int32 (the latents replay stores); the policy always samples. The
+    carry and ``deter`` are float32 whatever the compute dtype (they hold its values exactly);
+    the action is the float32 sample, not rounded (the reference casts only imagined actions).
     """
     embed = nets.encoder.apply({"params": params["enc"]}, obs)
     lat = {"deter": carry.deter, "stoch": carry.stoch}
@@ -290,7 +301,8 @@ def policy_step(
     )
     dist = nets.actor.apply({"params": params["actor"]}, features(lat["deter"], lat["stoch"]))
     act = sg(dist.sample(noise.act))
-    outs = {"deter": lat["deter"], "stoch": jnp.argmax(lat["stoch"], -1).astype(jnp.int32)}
-    new_carry = Carry(deter=lat["deter"], stoch=sg(lat["stoch"]), prevact=act)
+    deter, stoch = cast(lat["deter"], jnp.float32), cast(lat["stoch"], jnp.float32)
+    outs = {"deter": deter, "stoch": jnp.argmax(lat["stoch"], -1).astype(jnp.int32)}
+    new_carry = Carry(deter=deter, stoch=sg(stoch), prevact=act)
     action = jnp.argmax(act, -1).astype(jnp.int32) if nets.discrete else act
     return action, outs, new_carry

@@ -18,6 +18,9 @@ Per-element losses ``[B, T]`` (unscaled; :func:`world_model_losses`):
 * ``dyn = max(KL(sg(post) || prior), free)``, ``rep = max(KL(post || sg(prior)), free)``,
   summed over the S latents, the prior recomputed from the posterior ``deter`` WITHOUT a stop
   gradient (so the dyn loss also trains the GRU core, ``nets.py:99``).
+
+Compute dtype (``nets.dtype``): the posterior ``deter``, ``stoch`` and the embedding are in it
+(the reference's ``cast(carry)``, ``nets.py:58``); the logits and every loss are float32.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from agents.common import TwoHot
+from agents.common.blocks import cast
 from agents.dreamerv3.heads import bernoulli_nll, symlog_mse
 from agents.dreamerv3.latents import categorical_entropy, categorical_kl
 from agents.dreamerv3.networks import Networks
@@ -62,7 +66,8 @@ class Batch:
 @flax.struct.dataclass
 class Posterior:
     """Posterior rollout over the trained rows: deter ``[B, T, D]``, stoch ``[B, T, S, C]``
-    (straight-through one-hot), logits ``[B, T, S, C]`` (unimixed), embed ``[B, T, E]``."""
+    (straight-through one-hot), logits ``[B, T, S, C]`` (unimixed, float32), embed
+    ``[B, T, E]``; deter, stoch and embed in the compute dtype."""
 
     deter: jax.Array
     stoch: jax.Array
@@ -85,7 +90,8 @@ def observe_sequence(
 ) -> tuple[dict[str, jax.Array], Posterior]:
     """Posterior rollout of rows ``1..T`` from the context; ``gumbel [T, B, S, C]``.
 
-    Returns ``(last latent {deter [B, D], stoch [B, S, C]}, Posterior)``.
+    Returns ``(last latent {deter [B, D], stoch [B, S, C]}, Posterior)``, latents in the
+    compute dtype (the stored float32 context is cast, as the reference's ``observe``).
     """
     rssm = nets.rssm
     embed = nets.encoder.apply({"params": params["enc"]}, batch.obs[:, 1:])
@@ -100,7 +106,8 @@ def observe_sequence(
         lat, logits = rssm.apply({"params": params["dyn"]}, lat, *x, method="observe")
         return lat, (lat["deter"], lat["stoch"], logits)
 
-    last, (deter, stoch, logits) = jax.lax.scan(step, context_latent(nets, batch), xs)
+    start = {k: cast(v, nets.dtype) for k, v in context_latent(nets, batch).items()}
+    last, (deter, stoch, logits) = jax.lax.scan(step, start, xs)
     tb = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
     return last, Posterior(deter=tb(deter), stoch=tb(stoch), logits=tb(logits), embed=embed)
 
@@ -128,6 +135,6 @@ def world_model_losses(
     metrics = {
         "prior_ent/mean": jnp.mean(jnp.sum(categorical_entropy(prior), -1)),
         "post_ent/mean": jnp.mean(jnp.sum(categorical_entropy(post.logits), -1)),
-        "activation/embed": jnp.mean(jnp.abs(post.embed)),
+        "activation/embed": cast(jnp.mean(jnp.abs(post.embed)), jnp.float32),
     }
     return losses, metrics

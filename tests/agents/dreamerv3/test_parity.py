@@ -78,7 +78,8 @@ class Replay:
         self.a = a = _load(case)
         self.discrete = case == "disc"
         size = lambda k: _int(a[f"meta/size/{k}"])  # noqa: E731
-        cfg = tiny_config(warmup=_int(a["config/opt.warmup"]))
+        # float32 fixtures: float32 on any backend ("auto" would be bfloat16 on a GPU)
+        cfg = tiny_config(warmup=_int(a["config/opt.warmup"]), compute_dtype="float32")
         assert (cfg.deter_size, cfg.hidden_size, cfg.stoch, cfg.classes_size) == tuple(
             size(k) for k in ("deter", "hidden", "stoch", "classes")
         )

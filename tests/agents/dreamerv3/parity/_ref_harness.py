@@ -10,7 +10,8 @@ What it provides, all applied at run time without editing the reference files:
 
 * ``load_reference``: checks the sha256 of the reference files, puts ``--ref`` on
   ``sys.path`` and imports ``embodied`` and ``dreamerv3``.
-* ``make_config`` / ``make_spaces``: reference defaults plus the overrides in ``OVERRIDES``.
+* ``make_config`` / ``make_spaces``: reference defaults plus the overrides in ``OVERRIDES``
+  (``overrides(compute_dtype)``: the same with ``jax.compute_dtype`` replaced).
 * ``Taps``: records every random draw of the reference's samplers (tfp's jax backend calls
   ``jax.random.gumbel`` for ``OneHotCategorical`` and ``jax.random.normal`` for ``Normal``)
   and every ``jaxutils.TwoHotDist.mean()`` result. Each tapped value is routed through an
@@ -79,6 +80,13 @@ OVERRIDES = {
     "batch_length_eval": 7,
     "opt.warmup": 2,
 }
+COMPUTE_DTYPES = ("float32", "bfloat16")
+
+
+def overrides(compute_dtype="float32"):
+    """``OVERRIDES`` with ``jax.compute_dtype`` set (the reference's default is bfloat16)."""
+    assert compute_dtype in COMPUTE_DTYPES, compute_dtype
+    return {**OVERRIDES, "jax.compute_dtype": compute_dtype}
 
 
 def sha256(path) -> str:
@@ -125,9 +133,9 @@ def load_reference(ref, xla_cache=None):
     return embodied, dreamerv3, hashes
 
 
-def make_config(embodied, dreamerv3, logdir):
+def make_config(embodied, dreamerv3, logdir, compute_dtype="float32"):
     config = embodied.Config(dreamerv3.Agent.configs["defaults"])
-    return config.update({**OVERRIDES, "logdir": str(logdir)})
+    return config.update({**overrides(compute_dtype), "logdir": str(logdir)})
 
 
 def make_spaces(embodied, case):
@@ -196,16 +204,21 @@ class Taps:
     under a ninjax context with ``ignore=True`` (``nj.init`` and the shape-finding ``_prerun``
     traces of ``nj.grad``/``nj.scan``, whose results are discarded) are not tapped.
 
-    Modes (``draws``/``means``): ``identity`` (default; consumers use the callback's result,
-    so the recorded values are provably the consumed ones), ``debug`` (``jax.debug.callback``;
-    consumers keep the original value; dropped inside ``lax.scan`` under ``jax.grad``, so only
-    usable for the means), ``off``. ``identity`` and ``debug`` perturbed the same few metric
-    reductions and nothing else.
+    ``samples`` (default ``off``): also record every ``jaxutils.OneHotDist.sample`` result (the
+    one-hot posterior / prior / discrete-action samples) under ``sample_<draw tag>``, at the
+    draw sites of ``DRAW_SITES``; the bfloat16 fixtures use it, since a sample there can flip
+    on a near-tie that rounding decides.
+
+    Modes (``draws``/``means``/``samples``): ``identity`` (default; consumers use the
+    callback's result, so the recorded values are provably the consumed ones), ``debug``
+    (``jax.debug.callback``; consumers keep the original value; dropped inside ``lax.scan``
+    under ``jax.grad``, so only usable for the means), ``off``. ``identity`` and ``debug``
+    perturbed the same few metric reductions and nothing else.
     """
 
-    def __init__(self, ninjax, jaxutils, draws="identity", means="identity"):
+    def __init__(self, ninjax, jaxutils, draws="identity", means="identity", samples="off"):
         self.nj, self.jaxutils = ninjax, jaxutils
-        self.modes = {"draw": draws, "mean": means}
+        self.modes = {"draw": draws, "mean": means, "sample": samples}
         self.buckets: dict[str, dict[str, list]] = {}
         self.bucket = None
         self.trace_order: list[tuple[str, str]] = []
@@ -281,14 +294,36 @@ class Taps:
 
         return mean
 
+    def _wrap_sample(self, fn):
+        taps = self
+
+        def sample(dist, *args, **kwargs):
+            out = fn(dist, *args, **kwargs)
+            if not taps._active():
+                return out
+            site = _ref_frame()
+            tag = DRAW_SITES.get(site)
+            if tag is None:
+                taps.unexpected.append(f"OneHotDist.sample at {site}")
+                return out
+            taps.trace_order.append((taps.bucket, "sample", tag))
+            return taps._tap(out, "sample_" + tag, "sample")
+
+        return sample
+
     def install(self):
         for name in (*_SAMPLERS, *_OTHER_RANDOM):
             self._orig[name] = getattr(jax.random, name)
             setattr(jax.random, name, self._wrap_random(name, self._orig[name]))
         self._orig["mean"] = self.jaxutils.TwoHotDist.mean
         self.jaxutils.TwoHotDist.mean = self._wrap_mean(self._orig["mean"])
+        if self.modes["sample"] != "off":
+            self._orig["sample"] = self.jaxutils.OneHotDist.sample
+            self.jaxutils.OneHotDist.sample = self._wrap_sample(self._orig["sample"])
 
     def uninstall(self):
+        if "sample" in self._orig:
+            self.jaxutils.OneHotDist.sample = self._orig.pop("sample")
         self.jaxutils.TwoHotDist.mean = self._orig.pop("mean")
         for name, fn in self._orig.items():
             setattr(jax.random, name, fn)
@@ -339,6 +374,12 @@ def to_np(tree):
     """Host copies. (``jax.device_get``/``np.asarray`` of a CPU array can alias its buffer,
     which a later call with donated arguments overwrites in place.)"""
     return jax.tree_util.tree_map(lambda x: np.array(x, copy=True), tree)
+
+
+def f32_if_bf16(x: np.ndarray) -> np.ndarray:
+    """bfloat16 arrays (the bf16 reference's carries and latents) as float32, exactly: ``.npy``
+    has no bfloat16 type."""
+    return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
 
 
 def save_npz(path, arrays: dict):
