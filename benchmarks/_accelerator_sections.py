@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from _accelerator_plan import Plan, dv3_published, row, tdmpc2_published
 from _tdmpc2_ours import bench_plan, bench_update, make_cfg
+from _tdmpc2_phases import phases_report
 from _timing import timed
 
 import envs
@@ -278,11 +279,14 @@ def section_tdmpc2_step(p: Plan, found: dict) -> dict:
     }
 
 
-def bench_chunk(agent: Any, warm_tick: int, ticks: int, reps: int) -> dict:
+def bench_chunk(
+    agent: Any, warm_tick: int, ticks: int, reps: int, keep: dict | None = None
+) -> dict:
     """dreamerv3_loop's chunk timing for any agent: ``jax.jit(agent.train)`` compiled once
     for ``ticks`` ticks, run on consecutive windows until the next one starts past
     ``warm_tick``, then that window timed ``reps`` times from one state (``train`` is pure);
-    env frames and updates per chunk from ``agent.counters``."""
+    env frames and updates per chunk from ``agent.counters``. ``keep`` gets that state and
+    window (``state``, ``ticks``) for the phase timers."""
     state = jax.jit(agent.init)(jax.random.key(0))
     dreamerv3_loop.block(state)
     window = jnp.arange(ticks, dtype=jnp.int32)
@@ -296,6 +300,8 @@ def bench_chunk(agent: Any, warm_tick: int, ticks: int, reps: int) -> dict:
     dreamerv3_loop.block(state)
     warm_s = time.perf_counter() - t
     timed_ticks = window + start
+    if keep is not None:
+        keep.update(state=state, ticks=timed_ticks)
     after, _ = chunk_fn(state, timed_ticks)  # the untimed call; counters of one chunk
     c0, c1 = agent.counters(state), agent.counters(after)
     delta = {k: int(c1[k]) - int(c0[k]) for k in ("timestep", "env_frames", "Train/n_updates")}
@@ -359,15 +365,23 @@ def section_dv3_chunk(p: Plan, found: dict) -> dict:
     return {**r, "timings": timings, "rows": rows}
 
 
-def section_tdmpc2_chunk(p: Plan, found: dict) -> dict:
-    """The whole TD-MPC2 chunk, one seed, the paper protocol's envs (seed_steps shortened)."""
+def td_chunk_agent(p: Plan) -> tuple[TDMPC2, int]:
+    """The chunk sections' TD-MPC2 (seed_steps shortened, the ring sized for the warm-up
+    and two windows) and its burst tick."""
     env = envs.make(p.env, **p.env_kwargs)
-    fields = {**p.td_fields, "seed_steps": p.td_seed_steps}
-    cfg = TDMPC2Config(model_size=p.td_size, **fields)
-    ticks = p.td_chunk_ticks
+    cfg = TDMPC2Config(model_size=p.td_size, **{**p.td_fields, "seed_steps": p.td_seed_steps})
     burst = TDMPC2(cfg, env, 1).schedule.burst_tick
-    agent = TDMPC2(cfg, env, total_env_steps=cfg.n_envs * (burst + 1 + 2 * ticks))
-    r = bench_chunk(agent, burst, ticks, p.chunk_reps)
+    steps = cfg.n_envs * (burst + 1 + 2 * p.td_chunk_ticks)
+    return TDMPC2(cfg, env, total_env_steps=steps), burst
+
+
+def section_tdmpc2_chunk(p: Plan, found: dict) -> dict:
+    """The whole TD-MPC2 chunk, one seed, the paper protocol's envs (seed_steps shortened);
+    its agent, warm state and window stay in ``found`` for ``tdmpc2_phases``."""
+    agent, burst = td_chunk_agent(p)
+    env, ticks, keep = agent.env, p.td_chunk_ticks, {"agent": agent}
+    r = bench_chunk(agent, burst, ticks, p.chunk_reps, keep)
+    found["tdmpc2_chunk"] = {**keep, "chunk": r["chunk"]}
     r.update(env=p.env, n_envs=agent.cfg.n_envs, burst_tick=burst, seed_steps=p.td_seed_steps)
     cost, text = tdmpc2_published(p.td_size, p.tiny)
     frames_text = text
@@ -389,3 +403,15 @@ def section_tdmpc2_chunk(p: Plan, found: dict) -> dict:
         "s_per_agent_step": r["s_per_agent_step"],
     }
     return {**r, "timings": timings, "rows": rows}
+
+
+def section_tdmpc2_phases(p: Plan, found: dict) -> dict:
+    """TD-MPC2's chunk phase by phase (``_tdmpc2_phases.phases_report``) on ``tdmpc2_chunk``'s
+    window and warm state (its own chunk first when that section did not run)."""
+    held = found.pop("tdmpc2_chunk", None)
+    if held is None:
+        agent, burst = td_chunk_agent(p)
+        held = {"agent": agent}
+        r = bench_chunk(agent, burst, p.td_chunk_ticks, p.chunk_reps, held)
+        held["chunk"] = r["chunk"]
+    return phases_report(held, f"TD-MPC2 {p.td_label}", p.chunk_reps, row)

@@ -2,8 +2,8 @@
 backend this process finds (``jax.default_backend()``), in one command of < 8 min on one GPU.
 
     .venv/bin/python benchmarks/accelerator_check.py [--sections dv3_step tdmpc2_step
-        dv3_chunk tdmpc2_chunk dv3_seeds] [--reps 10] [--chunk-reps 3] [--budget-s 420]
-        [--out-dir DIR] [--tiny]
+        dv3_chunk tdmpc2_chunk tdmpc2_phases dv3_seeds] [--reps 10] [--chunk-reps 3]
+        [--budget-s 420] [--td-size 5] [--td-chunk-ticks 50] [--out-dir DIR] [--tiny]
 
 Sections (each in its own try/except: an error is recorded in the JSON and the next section
 runs; sections, and ``dv3_seeds``' seed counts, not started within ``--budget-s`` of the
@@ -22,6 +22,12 @@ start are recorded as skipped):
 - ``tdmpc2_chunk``: the same for TD-MPC2 size 5 (the paper protocol's one env; seed_steps 1,
   so that warming through the seed phase and burst is short; the timed window is past it):
   env frames/s, updates/s and seconds per agent step of one seed.
+- ``tdmpc2_phases``: that chunk phase by phase (``_tdmpc2_phases.py``, issue 42): physics
+  (``vmap(env.step)``), the collector tick with a trivial policy, replay (add + sample),
+  update and plan, each its own jitted scan over the chunk's window from its warm state
+  (``tdmpc2_chunk``'s, else its own chunk first), seconds per agent step, their sum next
+  to the whole; on a Playground task also the CPU MuJoCo step (``mj_step`` x substeps x
+  action repeat) and, with dm_control installed, the reference env's whole step.
 - ``dv3_seeds``: DreamerV3 12m ``train_step`` vmapped over 1, 4 and 16 seeds (cost per seed).
   Each program is compiled on abstract shapes first; where ``memory_analysis()`` says it does
   not fit the device's free memory it is skipped with that reason.
@@ -82,13 +88,14 @@ from _accelerator_sections import (  # noqa: E402
     section_dv3_seeds,
     section_dv3_step,
     section_tdmpc2_chunk,
+    section_tdmpc2_phases,
     section_tdmpc2_step,
 )
 from _machine import machine_info  # noqa: E402
 
 from launcher.program import FAST_COMPILE, xla_flags  # noqa: E402
 
-SECTIONS = ("dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "dv3_seeds")
+SECTIONS = ("dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "tdmpc2_phases", "dv3_seeds")
 
 
 RUNNERS: dict[str, Callable[[Plan, dict], dict]] = {
@@ -96,6 +103,7 @@ RUNNERS: dict[str, Callable[[Plan, dict], dict]] = {
     "tdmpc2_step": section_tdmpc2_step,
     "dv3_chunk": section_dv3_chunk,
     "tdmpc2_chunk": section_tdmpc2_chunk,
+    "tdmpc2_phases": section_tdmpc2_phases,
     "dv3_seeds": section_dv3_seeds,
 }
 
@@ -147,6 +155,8 @@ def main() -> None:
         default=420.0,
         help="start no section after this many seconds (0: no limit)",
     )
+    p.add_argument("--td-size", type=int, default=None, help="TD-MPC2 model size (5; not tiny)")
+    p.add_argument("--td-chunk-ticks", type=int, default=None, help="TD-MPC2 chunk (50; tiny 2)")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--tiny", action="store_true", help="CPU-sized inputs, same code (a test)")
     args = p.parse_args()
@@ -158,6 +168,10 @@ def main() -> None:
     jax.config.update("jax_enable_compilation_cache", False)  # cold compile times
     t0 = time.perf_counter()
     plan = make_plan(args.tiny, args.reps, args.chunk_reps)
+    if args.td_size and not args.tiny:
+        plan = dataclasses.replace(plan, td_size=args.td_size, td_label=f"size {args.td_size}")
+    if args.td_chunk_ticks:
+        plan = dataclasses.replace(plan, td_chunk_ticks=args.td_chunk_ticks)
     backend = jax.default_backend()
     date = time.strftime("%Y%m%d")
     out_dir = pathlib.Path(

@@ -1,5 +1,6 @@
 """benchmarks/accelerator_check.py --tiny end to end: every section runs, each timing is
-positive and finite, the JSON and the Markdown table are written.
+positive and finite, the JSON and the Markdown table are written, TD-MPC2's phase breakdown
+adds up; and the CPU MuJoCo step of walker that the breakdown sets beside MJX.
 
 A subprocess, not the benchmark-script loader (launcher_fakes.benchmark_script): the script
 re-executes its process for glibc's huge-page tunable (launcher.malloc) and sets XLA_FLAGS
@@ -19,7 +20,8 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "benchmarks" / "accelerator_check.py"
-SECTIONS = {"dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "dv3_seeds"}
+SECTIONS = {"dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "tdmpc2_phases", "dv3_seeds"}
+PHASES = ("physics", "collector", "replay", "update", "plan")
 
 
 def _run_on_cpu(args: list[str], timeout: int) -> subprocess.CompletedProcess:
@@ -78,6 +80,50 @@ def test_markdown_table_and_published_figures(tiny):
     # tiny configs are no preset with a published figure
     assert "Published figures compared against:" in stdout
     assert "no published figure" in stdout
+
+
+@pytest.mark.slow
+def test_tdmpc2_phase_breakdown_adds_up(tiny):
+    """Every phase timed and named, on the chunk section's own window: the counts agree
+    with the agent's counters, the sum and the remainder are the phases' arithmetic."""
+    report, _, stdout = tiny
+    s, chunk = report["sections"]["tdmpc2_phases"], report["sections"]["tdmpc2_chunk"]
+    assert tuple(s["phases"]) == PHASES
+    c = s["counts"]
+    # tiny: T = 10, burst tick 11, the timed window is ticks 12-13: one env steps, plans and
+    # updates once on each
+    assert c == {"ticks": 2, "stepping_ticks": 2, "agent_steps": 2, "policy_ticks": 2, "updates": 2}
+    assert (c["agent_steps"], c["updates"]) == (chunk["agent_steps"], chunk["updates"])
+    per = s["per_agent_step"]
+    for name in PHASES:
+        assert per[name] > 0 and s["phases"][name]["calls"] > 0, name
+    # derived figures are sums of a few doubles: equal to within rounding (rel 1e-12)
+    assert per["sum_s"] == pytest.approx(sum(per[k] for k in PHASES[1:]), rel=1e-12)
+    assert per["chunk_s"] == pytest.approx(chunk["s_per_agent_step"], rel=1e-12)
+    assert per["remainder_s"] == pytest.approx(per["chunk_s"] - per["sum_s"], rel=1e-9)
+    cpu = s["cpu_per_agent_step"]  # the same figures in process CPU time
+    assert cpu["sum_s"] == pytest.approx(sum(cpu[k] for k in PHASES[1:]), rel=1e-12)
+    assert cpu["chunk_s"] == pytest.approx(
+        chunk["chunk"]["cpu_median_s"] / c["agent_steps"], rel=1e-12
+    )
+    labels = ("physics", "collector overhead", "replay", "update", "plan", "sum", "whole chunk")
+    quantities = [r["quantity"] for r in s["rows"]]
+    for label in (*labels, "remainder (chunk - sum)"):
+        assert any(f": {label}" in q for q in quantities), label
+    assert "remainder (chunk - sum)" in stdout  # the printed table has the breakdown
+    assert "mujoco_cpu" not in s  # pendulum (gymnax) has no MuJoCo model
+
+
+def test_cpu_mujoco_step_of_walker():
+    """walker: 10 MuJoCo substeps per control step (ctrl_dt 0.025 / sim_dt 0.0025) times
+    the action repeat, on Playground's model and on dm_control's (the reference's)."""
+    from launcher_fakes import benchmark_script
+
+    mj = benchmark_script("_tdmpc2_phases").mujoco_cpu_step("walker_walk", 2, steps=3, reps=1)
+    assert (mj["substeps"], mj["mj_steps_per_agent_step"]) == (10, 20)
+    assert mj["playground_mj_step_s"] > 0
+    if "dm_control" not in mj:  # dm_control importable: the reference env timed too
+        assert mj["dm_control_substeps"] == 10 and mj["dm_control_env_step_s"] > 0
 
 
 FAILING_RUN = """
