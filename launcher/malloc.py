@@ -9,13 +9,13 @@ it: for a 400 MiB buffer ~97,000 minor faults, 0.14 s of kernel time in a 0.73 s
 
 1. mimalloc from the ``cmeel-mimalloc`` wheel, a dependency of this package on Linux, so
    every install has it (``LD_PRELOAD`` of its ``libmimalloc.so``): it keeps freed blocks
-   for reuse. As fast as tcmalloc on both DreamerV3 steps (1m 0.541 vs 0.566 s, 12m 4.83 vs
+   for reuse. As fast as tcmalloc on both train steps measured (0.541 vs 0.566 s, 4.83 vs
    4.84 s) with 5-7% more peak memory, so it is preferred even where tcmalloc is installed:
    one allocator for every user.
 2. tcmalloc (Debian/Ubuntu package ``libtcmalloc-minimal4``), where the wheel is missing.
 3. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
-   transparent huge pages: fewer faults, but the kernel still zeroes the pages (1m 0.548 s,
-   12m 5.27 s against glibc's 0.633 / 5.75 s). Needs no package.
+   transparent huge pages: fewer faults, but the kernel still zeroes the pages (0.548 s,
+   5.27 s against glibc's 0.633 / 5.75 s). Needs no package.
 
 All three are read only when a process starts, so :func:`reexec_with_fast_malloc` starts
 the same command line again (``os.execve``: same pid, nothing of the first start survives)
