@@ -10,6 +10,7 @@ then the imports below find them loaded and change nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import math
@@ -83,11 +84,11 @@ def clean(d: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------ sections
-def section_dv3_step(p: Plan, found: dict) -> dict:
-    """DreamerV3 ``train_step`` and ``policy_step`` (dreamerv3_speed's construction)."""
-    cfg = p.dv3_cfg
+def dv3_train_step(cfg: Any, reps: int) -> tuple[Networks, Any, dict, dict]:
+    """(nets, a train state, AOT analyses, timings) of DreamerV3's donated, chained
+    ``train_step`` at ``cfg`` (dreamerv3_speed's construction)."""
     nets = Networks(cfg, OBS, ACT, False)
-    B, T, N = cfg.batch_size, cfg.batch_length, cfg.n_envs
+    B, T = cfg.batch_size, cfg.batch_length
     rng = np.random.default_rng(0)
     state = init_state(nets, jax.random.key(0))
     params = copy_tree(state.params)  # the chained train state gets donated
@@ -101,8 +102,25 @@ def section_dv3_step(p: Plan, found: dict) -> dict:
     train = jax.jit(dv3.train_step, static_argnums=0, donate_argnums=1)
     t = dreamerv3_speed.aot(train, nets, state, *data[0])
     train_call = dreamerv3_speed.stepper(t["compiled"], {"state": state}, "state", data)
-    tr = timed(train_call, 1, p.reps)
-    print(f"  train step {tr['wall_median_s']:.4f} s, compile {t['compile_s']:.1f} s", flush=True)
+    tr = timed(train_call, 1, reps)
+    print(
+        f"  train step ({nets.dtype.name}) {tr['wall_median_s']:.4f} s, "
+        f"compile {t['compile_s']:.1f} s",
+        flush=True,
+    )
+    return nets, params, t, tr
+
+
+def section_dv3_step(p: Plan, found: dict) -> dict:
+    """DreamerV3 ``train_step`` and ``policy_step`` (dreamerv3_speed's construction), at the
+    config's compute dtype (``auto``: bfloat16 on accelerators), then the train step at the
+    other one of float32 / bfloat16 (issue 42: the reference computes in bfloat16 there)."""
+    cfg = p.dv3_cfg
+    B, T, N = cfg.batch_size, cfg.batch_length, cfg.n_envs
+    nets, params, t, tr = dv3_train_step(cfg, p.reps)
+    other = "float32" if nets.dtype.name == "bfloat16" else "bfloat16"
+    _, _, t2, tr2 = dv3_train_step(dataclasses.replace(cfg, compute_dtype=other), p.reps)
+    rng = np.random.default_rng(1)
 
     carry = dv3.init_carry(nets, N)
     obs = jnp.asarray(rng.normal(size=(4, N, OBS)), jnp.float32)
@@ -123,19 +141,30 @@ def section_dv3_step(p: Plan, found: dict) -> dict:
     found["dv3_train_wall_s"] = tr["wall_median_s"]
     gflops = t["dot_flops"] / tr["wall_median_s"] / 1e9
     label = f"{p.dv3_label}, B{B} x T{T + 1}"
+    dt, ratio = nets.dtype.name, tr2["wall_median_s"] / tr["wall_median_s"]
     return {
-        "config": {"size": p.dv3_label, "batch": B, "rows": T + 1, "policy_envs": N},
+        "config": {
+            "size": p.dv3_label,
+            "batch": B,
+            "rows": T + 1,
+            "policy_envs": N,
+            "compute_dtype": dt,
+        },
         "train": {**clean(t), **tr},
+        f"train_{other}": {**clean(t2), **tr2},
         "policy": {**clean(pc), **po},
         "timings": {
             "train_step_s": tr["wall_median_s"],
             "train_compile_s": t["compile_s"],
+            f"train_step_{other}_s": tr2["wall_median_s"],
             "policy_step_s": po["wall_median_s"],
             "policy_compile_s": pc["compile_s"],
         },
         "rows": [
-            row(f"DreamerV3 {label}: train step", tr["wall_median_s"], "s"),
-            row(f"DreamerV3 {label}: train step dot FLOP rate", gflops, "GFLOP/s"),
+            row(f"DreamerV3 {label}: train step ({dt})", tr["wall_median_s"], "s"),
+            row(f"DreamerV3 {label}: train step ({other})", tr2["wall_median_s"], "s"),
+            row(f"DreamerV3 {label}: {other} / {dt} train step time", ratio, "ratio"),
+            row(f"DreamerV3 {label}: train step dot FLOP rate ({dt})", gflops, "GFLOP/s"),
             row(f"DreamerV3 {label}: train step compile", t["compile_s"], "s"),
             row(f"DreamerV3 {p.dv3_label}: policy step ({N} envs)", po["wall_median_s"], "s"),
             row(f"DreamerV3 {p.dv3_label}: policy step compile", pc["compile_s"], "s"),

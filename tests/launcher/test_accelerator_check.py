@@ -59,6 +59,11 @@ def test_every_section_has_positive_finite_timings(tiny):
         assert timings, name
         for key, seconds in timings.items():
             assert math.isfinite(seconds) and seconds > 0, (name, key, seconds)
+    # the DreamerV3 step at both compute dtypes (auto resolves to float32 on CPU)
+    step = report["sections"]["dv3_step"]
+    assert step["config"]["compute_dtype"] == "float32"
+    assert step["timings"]["train_step_bfloat16_s"] > 0
+    assert step["train_bfloat16"]["dot_flops"] == step["train"]["dot_flops"]  # same model
     seeds = report["sections"]["dv3_seeds"]["seeds"]
     assert set(seeds) == {"1", "2"}
     for s in seeds.values():
