@@ -22,6 +22,16 @@ MI = "/venv/site-packages/cmeel.prefix/lib/libmimalloc.so"
 LINUX = dict(platform="linux", mimalloc=None, tcmalloc=None, glibc=(2, 36), thp="madvise")
 
 
+def run_fresh(code: str) -> tuple[str, dict[str, str]]:
+    """(stdout, env) of ``python -c code`` started with no allocator setting of its own."""
+    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return out.stdout, env
+
+
 def test_prefers_mimalloc_then_tcmalloc_and_keeps_other_preloads() -> None:
     both = {**LINUX, "mimalloc": MI, "tcmalloc": TC}
     assert fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **both) == {
@@ -45,12 +55,7 @@ def test_the_reexeced_process_runs_on_mimalloc() -> None:
         "from launcher.malloc import reexec_with_fast_malloc as r; r(); "
         "print(any('libmimalloc' in l for l in open('/proc/self/maps')))"
     )
-    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert out == "True"
+    assert run_fresh(code)[0].strip() == "True"
 
 
 def test_falls_back_to_the_tunable_and_keeps_other_tunables() -> None:
@@ -81,12 +86,8 @@ def test_reexec_runs_the_same_command_with_the_setting() -> None:
         "again = fast_malloc_env(os.environ) is not None; reexec_with_fast_malloc(); "
         "print(again, os.environ.get('LD_PRELOAD'), os.environ.get('GLIBC_TUNABLES'))"
     )
-    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.split()
-    want = fast_malloc_env(env) or {}
+    stdout, env = run_fresh(code)
+    out, want = stdout.split(), fast_malloc_env(env) or {}
     assert out == ["False", want.get("LD_PRELOAD", "None"), want.get("GLIBC_TUNABLES", "None")]
 
 
