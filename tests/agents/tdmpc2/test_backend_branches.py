@@ -19,6 +19,7 @@ of n_1, n_2, ... terms may differ by ``chain(n_1, n_2, ...) * max |leaf|``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -32,6 +33,7 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.world_model import WorldModel
 from launcher.program import SeedProgram, seed_keys
+from tests.agents.tdmpc2.test_agent import TINY as AGENT_TINY
 
 U = 2.0**-24  # float32 unit roundoff
 
@@ -155,21 +157,8 @@ def test_planner_over_envs_layouts_agree():
         assert_within(out[False, eval_mode], out[True, eval_mode], bound)
 
 
-TINY = TDMPC2Config(
-    model_size=1,
-    enc_dim=16,
-    mlp_dim=32,
-    latent_dim=16,
-    num_q=2,
-    batch_size=16,
-    num_samples=32,
-    num_pi_trajs=4,
-    num_elites=8,
-    iterations=2,
-    seed_steps=20,
-    n_envs=2,
-    eval_episodes=2,
-)
+# test_agent's tiny agent with a shorter seed phase: the burst and planned steps in 4 episodes
+TINY = dataclasses.replace(AGENT_TINY, seed_steps=20, eval_episodes=2)
 T, N_TICKS = 10, 4 * 11  # 4 episodes per env: the seed phase, the burst, planned steps
 
 
