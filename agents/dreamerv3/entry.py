@@ -28,11 +28,13 @@ ENTRY = AgentEntry(
         cpu_cost=cpu_cost,
         # Measured with this project on one H200 (benchmarks/accelerator_check.py, the
         # whole 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md
-        # "Accelerator check"). The 1m preset was not timed: a dry run says unknown.
+        # "Accelerator check"). The 1m preset was not timed: a dry run says unknown. Measured
+        # in float32: runs now compute in bfloat16 there (compute_dtype auto, D30), so until
+        # the next check times it this figure is an upper bound.
         accelerator_seconds_per_step={
             "12m": AcceleratorCost(
                 seconds_per_step=0.0122,
-                device="one NVIDIA H200 (JAX 0.11.2), 16 envs",
+                device="one NVIDIA H200 (JAX 0.11.2), 16 envs, float32",
                 source="results/accelerator_gpu_20261204 (dv3_chunk)",
                 measured_here=True,
             )
