@@ -123,6 +123,9 @@ class AgentTables:
       accelerator_seconds_per_step: model-size preset value -> :class:`AcceleratorCost`
         (a known figure only; a preset without one is left out and estimated as
         unknown), used by a dry run's accelerator-hours estimate.
+      cpu_sized: the overrides (beside ``agent=<name>``) of a run of this agent that fits
+        a CPU and shows learning, e.g. ``("env=pendulum", "protocol=quick")``: what the
+        CPU budget's refusal offers first; empty: none known.
     """
 
     paper: PaperReference | None = None
@@ -131,3 +134,4 @@ class AgentTables:
     accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(
         default_factory=dict
     )
+    cpu_sized: tuple[str, ...] = ()

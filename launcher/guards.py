@@ -33,7 +33,6 @@ from launcher.schema import RunSpec
 CPU_HOURS_LIMIT = 4.0
 # Metrics that may be NaN by contract (no episode ended in the chunk; agent_api/__init__.py).
 MAY_BE_NAN = ("Train/episodic mean reward",)
-CPU_SIZED = "protocol=quick env=pendulum"
 
 
 # ------------------------------------------------------------------- CPU time
@@ -47,11 +46,23 @@ def estimate_cpu_seconds(spec: RunSpec, cores: int | None = None) -> tuple[float
 _usable_cores = cpu_budget.usable_cores
 
 
+def cpu_sized_command(spec: RunSpec) -> str | None:
+    """The command of the agent's CPU-sized run that learns (its
+    ``AgentTables.cpu_sized``), e.g. ``python -m launcher agent=tdmpc2 env=pendulum
+    protocol=quick``; None when the agent names none."""
+    tables = getattr(spec.entry, "tables", None)  # a test's spec may carry no entry
+    if tables is None or not tables.cpu_sized:
+        return None
+    return " ".join(["python -m launcher", f"agent={spec.agent_name}", *tables.cpu_sized])
+
+
 def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
     """Refuse a launch estimated to take more than :data:`CPU_HOURS_LIMIT` hours on CPU
     (never a dry run: it runs nothing). The refusal names the estimate and what it is made
-    of, and CPU-sized alternatives: ``protocol=quick`` (unless that is the protocol in
-    use) and the run length that fits."""
+    of, then what a CPU user should run: first the agent's CPU-sized run that learns
+    (:func:`cpu_sized_command`; unless ``protocol=quick`` is the protocol in use), then
+    this run shortened to the length that fits (too short for the paper protocols to show
+    learning, issue 44), then the confirmation."""
     if spec.control.allow_long_cpu_run or spec.control.dry_run:
         return
     if accelerated(backend):  # backend None: jax.default_backend()
@@ -62,17 +73,23 @@ def check_cpu_budget(spec: RunSpec, backend: str | None = None) -> None:
         return
     bound = "" if est.exact else "at least "
     options = []
-    if spec.protocol.name != "quick":
-        options.append(f"run {CPU_SIZED} for a CPU-sized job")
+    command = cpu_sized_command(spec)
+    if command and spec.protocol.name != "quick":
+        options.append(
+            f"for a CPU, run {command} instead (a small model whose return climbs within minutes)"
+        )
     fits = cpu_budget.fitting_steps(spec, limit)
     if fits:
-        options.append(f"protocol.n_timesteps={fits} (about {CPU_HOURS_LIMIT:g} hours or less)")
+        options.append(
+            f"shorten this run to protocol.n_timesteps={fits} (about {CPU_HOURS_LIMIT:g} "
+            "hours or less)"
+        )
     options.append("add +allow_long_cpu_run=true to start it anyway")
     raise ConfigError(
         f"protocol={spec.protocol.name}: this machine has no accelerator, and "
         f"{spec.protocol.n_timesteps:,} steps x {len(spec.protocol.seeds)} seed(s) of "
         f"agent={spec.agent_name} would take {bound}{_duration(est.wall_s)} on its CPU "
-        f"({est.basis()}); {', or '.join(options)}"
+        f"({est.basis()}); {'; or '.join(options)}"
     )
 
 

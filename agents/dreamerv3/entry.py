@@ -26,6 +26,9 @@ ENTRY = AgentEntry(
         # What a run costs on a CPU under the composed config (the train ratio's updates
         # per row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
         cpu_cost=cpu_cost,
+        # Learns within the quick protocol on a CPU (docs/PERFORMANCE.md "DreamerV3 agent:
+        # quick run"); Pendulum needs ~14k rows before its return climbs.
+        cpu_sized=("env=cartpole", "protocol=quick"),
         # Measured with this project on one H200 (benchmarks/accelerator_check.py, the
         # whole 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md
         # "Accelerator check"). The 1m preset was not timed: a dry run says unknown. Measured

@@ -32,6 +32,8 @@ ENTRY = AgentEntry(
         # batch, horizon, planner samples x iterations, model size, envs, evaluation):
         # agents/tdmpc2/cost.py.
         cpu_cost=cpu_cost,
+        # `make run`: the eval return climbs from about -1450 to about -180 (README).
+        cpu_sized=("env=pendulum", "protocol=quick"),
         # Measured with this project on one H200 (benchmarks/accelerator_check.py, the
         # whole size-5 chunk on walker_walk, 1 env, one seed; docs/PERFORMANCE.md
         # "Accelerator check"): slower than the reference author's 0.0108 s on an RTX

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -419,10 +420,38 @@ def test_the_refusal_never_suggests_the_protocol_in_use():
     assert cpu_budget.estimate(quick, n_timesteps=fits + step).wall_s > limit
     assert "s per step per seed: " in text and "updates x" in text
     assert text.endswith("add +allow_long_cpu_run=true to start it anyway")
-    # another protocol: the CPU-sized one is offered
+    # another protocol: the agent's CPU-sized run is offered
     paper = compose_spec(["agent=dreamerv3", "env=acrobot"])
-    with pytest.raises(ConfigError, match=f"run {guards.CPU_SIZED} for a CPU-sized job"):
+    offer = "for a CPU, run python -m launcher agent=dreamerv3 env=cartpole protocol=quick instead"
+    with pytest.raises(ConfigError, match=re.escape(offer)):
         guards.check_cpu_budget(paper, backend="cpu")
+
+
+@pytest.mark.parametrize("agent", ["tdmpc2", "dreamerv3"])
+def test_the_offered_cpu_sized_run_fits_the_budget(agent):
+    """What the refusal offers first is itself accepted on this machine's CPU: the quick
+    protocol on an env the agent runs, estimated under the 4-hour limit."""
+    paper = compose_spec([f"agent={agent}"])
+    command = guards.cpu_sized_command(paper)
+    assert command.startswith(f"python -m launcher agent={agent} ")
+    offered = command.removeprefix("python -m launcher ").split()
+    assert "protocol=quick" in offered
+    quick = compose_spec(offered)
+    guards.check_cpu_budget(quick, backend="cpu")  # no refusal
+    assert cpu_budget.estimate(quick).wall_s <= guards.CPU_HOURS_LIMIT * 3600
+
+
+def test_an_agent_without_a_cpu_sized_run_is_offered_only_the_shorter_run():
+    spec = compose_spec(["agent=dreamerv3", "env=acrobot"])
+    bare = dataclasses.replace(
+        spec.entry, tables=dataclasses.replace(spec.entry.tables, cpu_sized=())
+    )
+    spec = dataclasses.replace(spec, entry=bare)
+    assert guards.cpu_sized_command(spec) is None
+    with pytest.raises(ConfigError) as err:
+        guards.check_cpu_budget(spec, backend="cpu")
+    assert "for a CPU, run" not in str(err.value)
+    assert str(err.value).endswith("add +allow_long_cpu_run=true to start it anyway")
 
 
 def test_the_suggested_length_is_whole_ticks_of_the_agents_envs():

@@ -117,17 +117,21 @@ def test_the_bare_launch_is_refused_on_a_cpu_with_the_estimate_and_a_cpu_sized_o
         # (agents/tdmpc2/cost.py; test_launcher_guards.py checks its figures)
         " s per step per seed: 1,999,999 updates x ",
         "modelled from the config by agents/tdmpc2/cost.py)",
-        "run protocol=quick env=pendulum for a CPU-sized job",
-        "add +allow_long_cpu_run=true to start it anyway",
+        "for a CPU, run python -m launcher agent=tdmpc2 env=pendulum protocol=quick instead",
+        "; or shorten this run to protocol.n_timesteps=",
+        "; or add +allow_long_cpu_run=true to start it anyway",
     ):
         assert part in message
+    # the run that learns on a CPU first, then the shortened paper run (issue 44 item 5)
+    assert message.index("protocol=quick") < message.index("shorten this run")
     # the CLI: one line, exit 2
     code, _, err_text = launch([], capsys)
     assert code == 2 and err_text == f"error: {message}\n"
     # confirmed, or CPU-sized: accepted (not run)
     (spec,) = check_overrides(["+allow_long_cpu_run=true"])
     assert spec.control.allow_long_cpu_run and spec.protocol.n_timesteps == 2_000_000
-    (quick,) = check_overrides(guards.CPU_SIZED.split())
+    offered = guards.cpu_sized_command(spec).removeprefix("python -m launcher ").split()
+    (quick,) = check_overrides(offered)
     assert (quick.protocol.name, quick.env.id) == ("quick", "pendulum")
 
 
