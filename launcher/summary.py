@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 from launcher.rundir import read_metrics
 from launcher.schema import RunSpec
 
+# The labels' column width ("run dir:      "): every value starts in one column.
+LABEL = 14
 RETURN_KEYS = (("train", "Train/episodic mean reward"), ("eval", "Eval/episodic mean reward"))
 
 
@@ -60,13 +63,16 @@ def summary(result: RunResult) -> str:
     if result.plot is not None:
         lines.append(f"curves:       {result.plot}")
     if result.wandb_dirs:
-        lines.append(f"W&B {spec.logger.mode}:  {', '.join(result.wandb_dirs)}")
+        lines.append(f"{f'W&B {spec.logger.mode}:':<{LABEL}}{', '.join(result.wandb_dirs)}")
         if spec.logger.mode == "offline":
             lines.append(
                 f"              upload: wandb sync {result.run_dir / 'wandb'}/offline-run-*"
             )
     if spec.logger.tensorboard and not result.already_complete:
-        lines.append(f"TensorBoard:  tensorboard --logdir {result.run_dir / 'tensorboard'}")
+        view = f"tensorboard --logdir {result.run_dir / 'tensorboard'}"
+        if not tensorboard_installed():  # the writer is tensorboardX; the viewer is optional
+            view = f"pip install tensorboard (not installed here), then {view}"
+        lines.append(f"TensorBoard:  {view}")
     for name, key in RETURN_KEYS:
         rows = result.final_train if name == "train" else result.final_eval
         values = [r.get(key) for r in rows]
@@ -75,8 +81,14 @@ def summary(result: RunResult) -> str:
             texts = [_final(v, name, key, f) for v, f in zip(values, files, strict=False)]
             seeds = spec.protocol.seeds
             shown = ", ".join(f"seed {s}: {t}" for s, t in zip(seeds, texts, strict=False))
-            lines.append(f"final {name}:  {shown}")
+            lines.append(f"{f'final {name}:':<{LABEL}}{shown}")
     return "\n".join(lines)
+
+
+def tensorboard_installed() -> bool:
+    """Whether the ``tensorboard`` viewer is importable here (it comes with the ``test``
+    extra only; the launcher writes event files with tensorboardX)."""
+    return importlib.util.find_spec("tensorboard") is not None
 
 
 def _final(value: Any, kind: str, key: str, metrics_file: Path | None) -> str:
