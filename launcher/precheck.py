@@ -42,13 +42,45 @@ def _values(override: Any) -> list[Any]:
     return [override.value()]
 
 
-def _check_group(group: str, value: Any, options: list[str]) -> None:
+def _check_group(group: str, value: Any, options: list[str], overrides: Sequence[str] = ()) -> None:
+    """Refuse an unknown option of ``group``, with the close ones and the list; for
+    ``model_size`` both come from the chosen agent's presets (issue 44 item 8)."""
     if isinstance(value, str) and value in options:
         return
+    whose = ""
+    if group == "model_size":
+        presets = _agent_presets(overrides)
+        if presets is not None and set(presets[1]) & set(options):
+            whose = f" for agent={presets[0]}"
+            options = [o for o in options if o in presets[1]]
     close = difflib.get_close_matches(str(value), options, n=3, cutoff=0.6)
     close += [o for o in options if o.endswith(f"_{value}") and o not in close]
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    raise ConfigError(f"{group}={value}: unknown option; {hint}choose one of: {', '.join(options)}")
+    raise ConfigError(
+        f"{group}={value}: unknown option{whose}; {hint}choose one of: {', '.join(options)}"
+    )
+
+
+def _agent_presets(overrides: Sequence[str]) -> tuple[str, set[str]] | None:
+    """(the agents a command names, as ``a`` or ``a,b``; their ``model_size`` presets),
+    the default agent where none is named; None when they cannot be told (the suggestion
+    then lists every option)."""
+    from launcher.completion import chosen_agents, search_path_overrides
+    from launcher.config import load_entry
+
+    agents = chosen_agents(list(overrides))
+    if agents is None:
+        return None
+    names, sizes = [], set()
+    for agent in agents:
+        words = [*search_path_overrides(overrides), *([f"agent={agent}"] if agent else [])]
+        try:
+            entry = load_entry(job_config(compose(words))["agent"])
+        except (ConfigError, KeyError, TypeError):
+            return None
+        names.append(entry.name)
+        sizes |= set(entry.model_sizes)
+    return ",".join(names), sizes
 
 
 def _check_key(cfg: Any, key: str) -> None:
@@ -111,7 +143,7 @@ def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
             if not ov.is_delete():
                 options = group_options(name, overrides)
                 for value in _values(ov):
-                    _check_group(name, value, options)
+                    _check_group(name, value, options, overrides)
             groups.append(text)
         elif not (ov.is_add() or ov.is_force_add() or ov.is_delete()):
             keys.append((text, name))

@@ -27,7 +27,14 @@ FAKE = FAKE_CLI
 BATTERY = [
     (["env=walker_wlak"], "env=walker_wlak: unknown option; did you mean walker_walk"),
     (["agent=sac"], "agent=sac: unknown option; choose one of: dreamerv3, tdmpc2"),
-    (["model_size=5"], "model_size=5: unknown option; did you mean tdmpc2_5"),
+    (["model_size=5"], "model_size=5: unknown option for agent=tdmpc2; did you mean tdmpc2_5"),
+    # the chosen agent's presets only (the line ends after them: no other agent's)
+    (
+        ["agent=dreamerv3", "model_size=5"],
+        "model_size=5: unknown option for agent=dreamerv3; choose one of: dreamerv3_100m, "
+        "dreamerv3_12m, dreamerv3_1m, dreamerv3_200m, dreamerv3_25m, dreamerv3_400m, "
+        "dreamerv3_50m\n",
+    ),
     (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
     (["protocol=fast"], "protocol=fast: unknown option; choose one of: learning_check"),
     (["logger=wandb"], "logger=wandb: unknown option; choose one of: disabled, offline, online"),
@@ -96,7 +103,8 @@ BATTERY = [
     (["agent.entry=launcher_fakes:FakeConfig"], "'launcher_fakes:FakeConfig' is a type, not an"),
     (["agent.entry=launcher_fakes:FAKE_ENTRY"], "is agent 'fake', not 'tdmpc2'"),
     (["agent=fake"], "agent=fake: unknown option; choose one of: dreamerv3, tdmpc2"),
-    (["model_size=fake_1"], "model_size=fake_1: unknown option; choose one of: dreamerv3"),
+    (["model_size=fake_1"], "model_size=fake_1: unknown option for agent=tdmpc2; choose one"),
+    ([*FAKE, "model_size=fake_2"], "model_size=fake_2: unknown option for agent=fake; did you"),
     ([*FAKE, "agent.entry=nomodule:X"], "agent.entry: cannot load 'nomodule:X'"),
     ([*FAKE, "model_size=tdmpc2_5"], "belongs to agent=tdmpc2, not agent=fake; choose model"),
     ([*FAKE, "agent.width=wide"], "agent.width: expected int, got 'wide' (str)"),
