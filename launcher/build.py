@@ -49,10 +49,31 @@ def check_compatible(entry: AgentEntry, facts: Any) -> None:
     problems = entry.requirements.problems(facts)
     if not problems:
         return
+    others = " or ".join(f"agent={name}" for name in agents_that_run(facts, entry.name))
+    instead = f"run it with {others}, or " if others else ""
     raise ConfigError(
         f"env={facts.env_id}: {' and '.join(problems)}, and agent={entry.name} needs "
-        f"{entry.requirements.needs()}; choose env= one of: {', '.join(compatible_envs(entry))}"
+        f"{entry.requirements.needs()}; {instead}choose env= one of: "
+        f"{', '.join(compatible_envs(entry))}"
     )
+
+
+def agents_that_run(facts: Any, besides: str) -> list[str]:
+    """The other agents of the config tree (``conf/agent``) that can run an env with these
+    facts (issue 44 item 8: ``agent=tdmpc2 env=cartpole`` names ``agent=dreamerv3``). An
+    agent whose entry does not load is left out; the refusal is built either way."""
+    from launcher.compose import compose, group_options, job_config
+    from launcher.config import load_entry
+
+    names = []
+    for option in group_options("agent"):
+        try:
+            other = load_entry(job_config(compose([f"agent={option}"]))["agent"])
+        except Exception:  # noqa: BLE001 - a courtesy in a refusal: never mask the refusal
+            continue
+        if other.name != besides and not other.requirements.problems(facts):
+            names.append(other.name)
+    return names
 
 
 def precheck(spec: RunSpec) -> Any:

@@ -57,7 +57,12 @@ BATTERY = [
     (["env.action_repeat=0"], "env.action_repeat: 0 is outside the valid range [1, inf]"),
     (["env.action_repeat=2"], "env.action_repeat: pendulum: gymnax envs support only"),
     (["env.id=pendulm"], "env.id: unknown env id 'pendulm'; did you mean pendulum"),
-    (["env=cartpole"], "env=cartpole: has discrete actions and can terminate, and agent=tdmpc2"),
+    # the agent that runs it comes before the envs this one runs (issue 44 item 8)
+    (
+        ["env=cartpole"],
+        "agent=tdmpc2 needs continuous actions and fixed-length episodes; run it with "
+        "agent=dreamerv3, or choose env= one of: pendulum",
+    ),
     (["env=mountain_car_continuous"], "env=mountain_car_continuous: can terminate"),
     (["env=walker_walk", "env.episode_length=21"], "env.episode_length: 21 backend steps"),
     (["logger.mode=loud"], "logger.mode: 'loud' is not a W&B mode; choose one of: offline"),
