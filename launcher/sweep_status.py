@@ -4,13 +4,15 @@
 ``conf/config.yaml``). Its ``on_job_end`` runs in the job's own process (a submitit
 job's too) and appends the job's status to ``<sweep dir>/.sweeps/<sweep id>.jsonl``;
 ``python -m launcher -m`` gives each sweep an id and prints :func:`report` at the end,
-also when a job failed (Hydra skips ``on_multirun_end`` then).
+also when a job failed (Hydra skips ``on_multirun_end`` then), with the overlay command
+of its completed runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -104,4 +106,16 @@ def report(overrides: Sequence[str], sweep_id: str) -> str:
         if r["error"] and r.get("logs"):  # errors and tracebacks go to stderr
             tail += f" (log: {r['logs'][-1]})"
         lines.append(f"  #{r['job']} {r['status']:9s} {what}  -> {r['run_dir']}{tail}")
+    done = [shlex.quote(_short(r["run_dir"])) for r in rows if r["status"] == "completed"]
+    if len(done) > 1:  # the sweep dir (runs/) holds other runs too: name the jobs' own
+        lines.append(f"overlay: python -m launcher.report {' '.join(done)}")
     return "\n".join(lines)
+
+
+def _short(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it (a copyable
+    command line), else as recorded."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
