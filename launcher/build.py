@@ -60,7 +60,7 @@ def check_compatible(entry: AgentEntry, facts: Any) -> None:
 
 def agents_that_run(facts: Any, besides: str) -> list[str]:
     """The other agents of the config tree (``conf/agent``) that can run an env with these
-    facts (issue 44 item 8: ``agent=tdmpc2 env=cartpole`` names ``agent=dreamerv3``). An
+    facts (issue 44 item 8: a discrete env refused by one agent names the one that runs it). An
     agent whose entry does not load is left out; the refusal is built either way."""
     from launcher.compose import compose, group_options, job_config
     from launcher.config import load_entry

@@ -48,7 +48,7 @@ _usable_cores = cpu_budget.usable_cores
 
 def cpu_sized_command(spec: RunSpec) -> str | None:
     """The command of the agent's CPU-sized run that learns (its
-    ``AgentTables.cpu_sized``), e.g. ``python -m launcher agent=tdmpc2 env=pendulum
+    ``AgentTables.cpu_sized``), e.g. ``python -m launcher agent=NAME env=pendulum
     protocol=quick``; None when the agent names none."""
     tables = getattr(spec.entry, "tables", None)  # a test's spec may carry no entry
     if tables is None or not tables.cpu_sized:
