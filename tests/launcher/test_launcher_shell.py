@@ -337,6 +337,29 @@ def test_the_readme_says_which_agents_run():
         check_overrides([f"agent={name}", "protocol=smoke"])
 
 
+def test_the_readme_says_what_the_project_does_not_do_yet():
+    """A section before the layout (issue 44 item 2): each line points at where to read
+    more, every cited file and deviation exists, and it keeps up with what changed
+    (DreamerV3 is no longer float32 only: D30)."""
+    text = (ROOT / "README.md").read_text()
+    head = "## What it does not do yet"
+    assert text.count(head) == 1 and text.index(head) < text.index("## Layout")
+    section = text.split(head)[1].split("\n## ")[0]
+    items = re.split(r"\n- ", section)[1:]
+    assert len(items) >= 6
+    for topic in ("Vector observations only", "game suites", "own env", "released checkpoints"):
+        assert topic in section, topic
+    for item in items:
+        cited = re.findall(r"docs/[\w.]+\.md|deviation D\d+|Environments below", item)
+        assert cited, item
+    for path in set(re.findall(r"docs/[\w.]+\.md", section)):
+        assert (ROOT / path).is_file(), path
+    deviations = (ROOT / "docs" / "deviations.md").read_text()
+    for dev in re.findall(r"deviation (D\d+)", section):
+        assert f"### {dev}:" in deviations, dev
+    assert "float32 only" not in section and "bfloat16" in section
+
+
 # ------------------------------------------------ 8. the launcher names no agent
 AGENT_NAMES = re.compile(r"tdmpc2|dreamerv3|td-mpc2|dreamer", re.IGNORECASE)
 
