@@ -5,9 +5,12 @@ directories below it (a sweep, a multirun: those with a ``run.json``, up to thre
 down). The runs are grouped by env: one row of panels per env (training episodes,
 evaluation episodes), one labelled line per run: its seeds' mean (its one seed) and the
 seeds' min..max band, the levels of :mod:`analysis.levels`. A run's label is its agent
-and env, then the identity keys (``run.json``) in which it differs from the other runs
-on its env (two configs: ``agent.lr=0.001``; seeds launched separately:
-``protocol.seeds=[1]``), and its directory's name where that still leaves two alike.
+and protocol (the row's panels name the env), then up to two identity keys (``run.json``)
+in which it differs from the other runs on its env (two configs:
+``agent.num_samples=256``; seeds launched separately: ``protocol.seeds=[1]``), leaving out
+what follows from another agent or protocol (:func:`differing_keys`, issue 44: TD-MPC2
+against DreamerV3 was 87 keys), and its directory's name where that still leaves two
+alike. Each panel's legend lies under it (:func:`analysis.plotting.overlay_figure`).
 
 Writes ``--out``, by default ``<the runs' common parent>/plots/overlay_<hash>.png`` (the
 hash names the set of runs and the x axis, so another set does not overwrite it).
@@ -16,6 +19,7 @@ hash names the set of runs and the x axis, so another set does not overwrite it)
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Sequence
@@ -29,7 +33,7 @@ from launcher.errors import ConfigError
 from launcher.identity import flatten, plain
 from launcher.rundir import RUN_FILE
 
-MAX_KEYS = 3  # differing keys shown in a label (then "+N more")
+MAX_KEYS = 2  # differing keys shown in a label (then "+N more"): a legend line fits a panel
 KIND_TITLES = {"train": "training episodes", "eval": "evaluation episodes"}
 
 
@@ -62,26 +66,73 @@ def _value(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
 
 
+_UNSET = object()  # a key a run's identity lacks (added later, at its default)
+
+
+def _key(v: Any) -> str:
+    """A comparable form of an identity value (lists, numbers, None, the unset marker)."""
+    return "<unset>" if v is _UNSET else json.dumps(v, default=str)
+
+
+def _protocol(flat: dict[str, Any]) -> str | None:
+    name = flat.get("protocol.name")
+    return name if isinstance(name, str) else None
+
+
+def _follows(key: str, a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    """Whether ``key``'s difference between two runs of (agent, protocol) ``a`` and ``b``
+    follows from those: another agent has other agent keys, and another protocol other
+    protocol keys and agent keys (``agent_protocol/<agent>_<protocol>.yaml``)."""
+    if a[1] != b[1]:
+        return key.startswith(("agent.", "protocol."))
+    return a[0] != b[0] and key.startswith("agent.")
+
+
+def differing_keys(facts: Sequence[dict[str, Any]]) -> list[str]:
+    """The identity keys (sorted) worth naming in the labels of these runs: those in which
+    two runs of one agent and protocol differ (a key one of them lacks: ``unset``), and
+    those, held by both, in which two runs of different agents or protocols differ beyond
+    what that explains (:func:`_follows`: not TD-MPC2's 87 keys against DreamerV3's). The
+    agent, env and protocol names are left out: the label's base names them."""
+    runs = [
+        (flat, (flat.get("agent.name"), _protocol(flat)))
+        for flat in (flatten(plain(f["identity"])) for f in facts if f["identity"])
+    ]
+    named = {"agent.name", "env.id", "protocol.name"}
+    keys: set[str] = set()
+    for (a, kind_a), (b, kind_b) in itertools.combinations(runs, 2):
+        alike = kind_a == kind_b
+        for k in (a.keys() | b.keys()) - named - keys:
+            if not alike and (k not in a or k not in b or _follows(k, kind_a, kind_b)):
+                continue
+            if _key(a.get(k, _UNSET)) != _key(b.get(k, _UNSET)):
+                keys.add(k)
+    return sorted(keys)
+
+
 def run_labels(facts: Sequence[dict[str, Any]], names: Sequence[str]) -> list[str]:
     """A legend label per run (``facts``: :func:`analysis.levels.run_facts`; ``names``:
-    the run directories' names): ``<agent> <env>``, then ``key=value`` for the identity
-    keys that differ between these runs (env id aside), then the directory name where
-    two labels would still be alike; a run without ``run.json`` is its directory name."""
+    the run directories' names): ``<agent> <protocol>`` (the env is the panel's title),
+    then ``key=value`` for at most :data:`MAX_KEYS` of :func:`differing_keys` (``key
+    unset`` where it lacks one that a run of its agent and protocol has: DreamerV3 has no
+    ``agent.num_samples``), then the directory name where two labels would still be alike;
+    a run without ``run.json`` is its directory name."""
+    keys = differing_keys(facts)
     flats = [flatten(plain(f["identity"])) for f in facts]
-    known = [flat for flat in flats if flat]  # runs without run.json are named by their dir
-    missing = object()
-    keys = [
-        k
-        for k in sorted({k for flat in known for k in flat} - {"env.id"})
-        if len({json.dumps(flat.get(k, missing), default=str) for flat in known}) > 1
-    ]
+    kinds = [(flat.get("agent.name"), _protocol(flat)) for flat in flats]
     labels = []
-    for f, flat, name in zip(facts, flats, names, strict=True):
+    for f, flat, kind, name in zip(facts, flats, kinds, names, strict=True):
         if not f["identity"]:
             labels.append(name)
             continue
-        base = f"{f['agent'] or 'unknown agent'} {f['env_id'] or 'unknown env'}"
-        parts = [f"{k}={_value(flat[k])}" if k in flat else f"{k} unset" for k in keys]
+        base = " ".join(filter(None, [f["agent"] or "unknown agent", _protocol(flat)]))
+        # a key this run lacks is news only beside a run of its agent and protocol that has it
+        kin = [other for other, its in zip(flats, kinds, strict=True) if its == kind]
+        parts = [
+            f"{k}={_value(flat[k])}" if k in flat else f"{k} unset"
+            for k in keys
+            if k in flat or any(k in other for other in kin)
+        ]
         if len(parts) > MAX_KEYS:
             parts = [*parts[:MAX_KEYS], f"+{len(parts) - MAX_KEYS} more"]
         labels.append(f"{base}: {', '.join(parts)}" if parts else base)
@@ -100,6 +151,12 @@ def _line(label: str, panel: PanelSeries) -> RunLine:
     return RunLine(shown, list(points), list(panel.band), n, key=label)
 
 
+def _whose(note: str, labels: list[str], n_runs: int) -> str:
+    """A panel note, naming the runs it is about when it is not about all of them (a
+    smoke run's 20-step episodes have no measured random level, a quick run's have)."""
+    return note if len(labels) == n_runs else f"{note} ({'; '.join(labels)})"
+
+
 def _merge(kind: str, title: str, items: list[tuple[str, PanelSeries]]) -> OverlayPanel:
     """One env's panel of one kind from each run's :class:`PanelSeries`."""
     panels = [p for _, p in items]
@@ -107,7 +164,7 @@ def _merge(kind: str, title: str, items: list[tuple[str, PanelSeries]]) -> Overl
     ref = next((p.reference for p in panels if p.reference is not None), None)
     referenced = ref is not None or any(lv.kind != "random" for lv in levels)
     notes = [
-        n
+        _whose(n, [label for label, p in items if n in p.notes], len(items))
         for n in dict.fromkeys(n for p in panels for n in p.notes)
         if not (referenced and n.startswith("no reference"))
     ]

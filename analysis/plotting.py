@@ -14,6 +14,7 @@ and save the figures.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ BAND_LABEL = "seed min..max"
 MIN_SPAN_FRACTION = 0.25  # a panel shows at least this share of the env's return range
 MARGIN = 0.05  # of the y-range, above and below
 NOTE_HEADROOM = 0.07  # of the y-range, added above it per line of a panel's notes
+LEGEND_DROP = 34  # points from an overlay panel's bottom to its legend: tick labels, x label
+LEGEND_LINE = 0.16  # inches per legend entry at fontsize 7 (with its spacing)
+LABEL_WIDTH = 80  # characters of a run label per legend line (7 pt text in a 5.5 in panel)
+NOTE_WIDTH = 90  # characters per line of an overlay panel's notes (they may name runs)
 LEVEL_STYLE: dict[str, dict[str, Any]] = {
     "random": {"color": "tab:gray", "ls": ":", "lw": 1.5},
     "solved": {"color": "tab:green", "ls": "-.", "lw": 1.3},
@@ -171,12 +176,23 @@ def _ys(points: Points) -> list[float]:
     return [y for _, y in points]
 
 
-def _finish(ax: Any, panel: PanelSeries | OverlayPanel, values: list[float], empty: bool) -> None:
-    """Levels, y-range, notes, titles, grid and legend of a drawn panel."""
+def _finish(
+    ax: Any,
+    panel: PanelSeries | OverlayPanel,
+    values: list[float],
+    empty: bool,
+    legend_below: bool = False,
+) -> None:
+    """Levels, y-range, notes, titles, grid and legend of a drawn panel: the legend inside
+    the axes, below the notes' band, or (``legend_below``: an overlay, whose run labels are
+    long) under the x label, where it covers no line."""
     for level in panel.levels:
         ax.axhline(level.y, label=level.label, **LEVEL_STYLE[level.kind])
     notes = [*(["no data"] if empty else []), *panel.notes]
-    extra = NOTE_HEADROOM * len(notes) + 0.05 * bool(notes)  # room for the notes' box
+    if legend_below:
+        notes = [textwrap.fill(n, NOTE_WIDTH, subsequent_indent="  ") for n in notes]
+    lines = sum(n.count("\n") + 1 for n in notes)
+    extra = NOTE_HEADROOM * lines + 0.05 * bool(notes)  # room for the notes' box
     limits = y_limits([*values, *(lv.y for lv in panel.levels)], panel.bounds)
     if limits is not None:
         lo, hi = limits
@@ -197,7 +213,15 @@ def _finish(ax: Any, panel: PanelSeries | OverlayPanel, values: list[float], emp
     ax.set_xlabel(panel.xlabel)
     ax.set_ylabel(panel.ylabel)
     ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:  # placed below the notes' band
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if legend_below:
+        from matplotlib.transforms import offset_copy
+
+        # LEGEND_DROP points under the axes: below the tick labels and the x label
+        under = offset_copy(ax.transAxes, fig=ax.figure, y=-LEGEND_DROP, units="points")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=under)
+    else:  # placed below the notes' band
         ax.legend(fontsize=7, loc="best", bbox_to_anchor=(0, 0, 1, 1 / (1 + extra)))
 
 
@@ -261,13 +285,28 @@ def draw_panel(ax: Any, panel: PanelSeries) -> None:
     _finish(ax, panel, values, empty=not panel.seeds)
 
 
+def _wrapped(label: str) -> str:
+    """A run's legend label in lines of at most :data:`LABEL_WIDTH` characters."""
+    return textwrap.fill(label, LABEL_WIDTH, subsequent_indent="  ")
+
+
+def _legend_lines(panel: OverlayPanel) -> int:
+    """Lines of an overlay panel's legend: its runs' wrapped labels, reference, levels."""
+    runs = sum(_wrapped(r.label).count("\n") + 1 for r in panel.runs)
+    reference = 0 if panel.reference is None else 1 + panel.reference.has_spread
+    return runs + reference + len(panel.levels)
+
+
 def overlay_figure(rows: Sequence[Sequence[OverlayPanel]], title: str = "") -> Any:
     """A ``Figure`` with one row of panels per env (training, evaluation episodes): a
     line per run (its seeds' mean, their band), in the same colour on every panel."""
     from matplotlib.figure import Figure
 
     n_cols = max(len(r) for r in rows)
-    fig = Figure(figsize=(5.5 * n_cols, 3.8 * len(rows) + 0.4), layout="constrained")
+    # each row's legend sits under its panels: room for its entries and their wrapped lines
+    legend_lines = [max((_legend_lines(p) for p in panels), default=0) for panels in rows]
+    height = sum(3.8 + LEGEND_LINE * n for n in legend_lines) + 0.4
+    fig = Figure(figsize=(5.5 * n_cols, height), layout="constrained")
     axes = fig.subplots(len(rows), n_cols, squeeze=False)
     colours: dict[str, str] = {}
     for row, panels in zip(axes, rows, strict=True):
@@ -278,14 +317,16 @@ def overlay_figure(rows: Sequence[Sequence[OverlayPanel]], title: str = "") -> A
                 ys = _ys(run.points)
                 always = panel.kind == "eval" or len(run.points) < 3
                 xs = [x for x, _ in run.points]
-                ax.plot(xs, ys, lw=1.8, color=colour, label=run.label, **markers(ys, always, 4))
+                label = _wrapped(run.label)
+                ax.plot(xs, ys, lw=1.8, color=colour, label=label, **markers(ys, always, 4))
                 if run.band:
                     bx, lo, hi = zip(*run.band, strict=True)
                     _band(ax, bx, lo, hi, color=colour, alpha=0.15)
                     values += [*lo, *hi]
                 values += ys
             values += _reference(ax, panel.reference)
-            _finish(ax, panel, values, empty=not any(r.points for r in panel.runs))
+            empty = not any(r.points for r in panel.runs)
+            _finish(ax, panel, values, empty, legend_below=True)
         for ax in row[len(panels) :]:
             ax.set_visible(False)
     fig.suptitle(title)

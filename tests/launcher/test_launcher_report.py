@@ -13,8 +13,8 @@ import pytest
 
 from analysis import paper_curves
 from analysis.cli import main
-from analysis.overlay import overlay_panels, run_labels
-from analysis.plotting import overlay_figure, y_limits
+from analysis.overlay import overlay_panels, plot_overlay, run_labels
+from analysis.plotting import LABEL_WIDTH, overlay_figure, y_limits
 from analysis.report import (
     BAND_LABEL,
     build_figure,
@@ -369,9 +369,9 @@ def test_several_runs_are_overlaid_one_row_of_panels_per_env(tmp_path, capsys):
         "cartpole: evaluation episodes",
     ]
     labels = legend_texts(axes[1])
-    assert "fake pendulum: protocol.seeds=[0]" in labels
-    assert "fake pendulum: protocol.seeds=[1,2] (mean of 2 seeds)" in labels
-    assert "fake cartpole" in legend_texts(axes[3]) and "random policy: 23" in legend_texts(axes[3])
+    assert "fake quick: protocol.seeds=[0]" in labels  # the env is the panel's title
+    assert "fake quick: protocol.seeds=[1,2] (mean of 2 seeds)" in labels
+    assert "fake quick" in legend_texts(axes[3]) and "random policy: 23" in legend_texts(axes[3])
     # the one-point lines are marked; a sweep directory overlays the runs below it
     assert all(ln.get_marker() not in (None, "None", "") for ln in axes[1].get_lines()[:2])
     assert main([str(tmp_path)]) == 0
@@ -381,8 +381,121 @@ def test_several_runs_are_overlaid_one_row_of_panels_per_env(tmp_path, capsys):
 def test_run_labels_fall_back_to_the_directory_name():
     same = {"agent": "fake", "env_id": "pendulum", "identity": {"agent": {"name": "fake"}}}
     bare = {"agent": None, "env_id": None, "identity": {}}
-    assert run_labels([same, same, bare], ["r1", "r2", "r3"]) == [
-        "fake pendulum (r1)",
-        "fake pendulum (r2)",
-        "r3",
+    assert run_labels([same, same, bare], ["r1", "r2", "r3"]) == ["fake (r1)", "fake (r2)", "r3"]
+
+
+# ------------------------------------------- overlays of two agents, mixed protocols
+COMPOSED = {
+    "tdmpc2 quick": ["protocol=quick"],
+    "dreamerv3 quick": ["agent=dreamerv3", "protocol=quick"],
+    "tdmpc2 smoke": ["protocol=smoke"],
+    "tdmpc2 quick 256": ["protocol=quick", "agent.num_samples=256"],
+}
+
+
+@pytest.fixture(scope="module")
+def identities() -> dict[str, dict]:
+    """The run identities ``python -m launcher`` records for :data:`COMPOSED` (composed
+    and validated, nothing trained): TD-MPC2 and DreamerV3 differ in 87 keys, quick and
+    smoke in 20."""
+    from launcher.compose import compose_spec
+    from launcher.identity import identity
+
+    return {name: identity(compose_spec(overrides)) for name, overrides in COMPOSED.items()}
+
+
+def facts_of(ident: dict) -> dict:
+    return {"agent": ident["agent"]["name"], "env_id": ident["env"]["id"], "identity": ident}
+
+
+def composed_run(root: Path, name: str, ident: dict, seeds: list[int], n: int) -> Path:
+    """A run dir with ``ident`` in its run.json and ``n`` chunks of rows per seed."""
+    rows = {
+        s: [
+            r
+            for i in range(1, n + 1)
+            for r in (train_row(i, 20 * i, -1400.0 + 90 * i + s), eval_row(i, 20 * i, -1300.0))
+        ]
+        for s in seeds
+    }
+    return make_run(root, rows, repeat=1, env_id=ident["env"]["id"], name=name, identity=ident)
+
+
+def test_labels_of_two_agents_name_the_agents_not_their_87_keys(identities):
+    tq, dq, t256 = (identities[k] for k in ("tdmpc2 quick", "dreamerv3 quick", "tdmpc2 quick 256"))
+    names = ["a", "b", "c"]
+    assert run_labels([facts_of(tq), facts_of(dq)], names[:2]) == [
+        "tdmpc2 quick",
+        "dreamerv3 quick",
     ]
+    # a key two runs of one agent differ in is named; DreamerV3, which lacks it, is not
+    # said to leave it unset, a TD-MPC2 run would be
+    assert run_labels([facts_of(i) for i in (tq, t256, dq)], names) == [
+        "tdmpc2 quick: agent.num_samples=128",
+        "tdmpc2 quick: agent.num_samples=256",
+        "dreamerv3 quick",
+    ]
+    old = {**tq, "agent": {k: v for k, v in tq["agent"].items() if k != "num_samples"}}
+    assert run_labels([facts_of(old), facts_of(t256)], names[:2]) == [
+        "tdmpc2 quick: agent.num_samples unset",
+        "tdmpc2 quick: agent.num_samples=256",
+    ]
+    # an agent-neutral key both agents have is named across agents
+    seeds = {**dq, "protocol": {**dq["protocol"], "seeds": [1]}}
+    assert run_labels([facts_of(tq), facts_of(seeds)], names[:2]) == [
+        "tdmpc2 quick: protocol.seeds=[0]",
+        "dreamerv3 quick: protocol.seeds=[1]",
+    ]
+
+
+def test_labels_of_mixed_protocols_name_the_protocol_and_the_episode_length(identities):
+    """quick and smoke differ in 20 keys, all but the episode length set by the protocol
+    (its own keys, and the agent keys of agent_protocol/tdmpc2_smoke.yaml)."""
+    runs = [identities[k] for k in ("tdmpc2 quick", "dreamerv3 quick", "tdmpc2 smoke")]
+    assert run_labels([facts_of(i) for i in runs], ["a", "b", "c"]) == [
+        "tdmpc2 quick: env.episode_length=null",
+        "dreamerv3 quick: env.episode_length=null",
+        "tdmpc2 smoke: env.episode_length=20",
+    ]
+
+
+def test_overlay_of_two_agents_and_mixed_protocols_renders_without_warnings(
+    tmp_path, identities, recwarn
+):
+    """Three runs mixing quick and smoke (the figure matplotlib once cut with "axes sizes
+    collapsed to zero"): no warning, a PNG, and each panel's legend lies under its axes and
+    inside the figure."""
+    runs = [
+        composed_run(tmp_path, "tq", identities["tdmpc2 quick"], [0, 1, 2], 6),
+        composed_run(tmp_path, "dq", identities["dreamerv3 quick"], [0, 1, 2], 6),
+        composed_run(tmp_path, "ts", identities["tdmpc2 smoke"], [0], 2),
+    ]
+    out = plot_overlay(runs, tmp_path / "overlay.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    fig = overlay_figure(overlay_panels(runs))
+    fig.draw_without_rendering()
+    width, height = fig.bbox.width, fig.bbox.height
+    for ax in fig.axes:
+        box, legend = ax.get_window_extent(), ax.get_legend().get_window_extent()
+        assert legend.y1 < box.y0 and box.height > 0  # below the axes: covers no curve
+        assert legend.x0 >= 0 and legend.y0 >= 0 and legend.x1 <= width and legend.y1 <= height
+    assert "tdmpc2 smoke: env.episode_length=20" in legend_texts(fig.axes[1])
+    # the smoke run's 20-step episodes have no measured random level: the note names it
+    # (notes wrapped to the panel: compared with their line breaks as spaces)
+    note = "random-policy level of pendulum: not measured (tdmpc2 smoke: env.episode_length=20)"
+    assert note in " ".join(texts(fig.axes[1]).split())
+    assert [str(w.message) for w in recwarn] == []
+
+
+def test_a_long_label_is_wrapped_to_the_panel(tmp_path):
+    """Two runs of one agent differing in two long lists: the legend breaks the label into
+    lines of at most LABEL_WIDTH characters."""
+    long = [list(range(40)), list(range(41))]
+    runs = [
+        labelled_run(tmp_path, name, "pendulum", seeds, lr=0.1)
+        for name, seeds in (("a", long[0]), ("b", long[1]))
+    ]
+    labels = legend_texts(overlay_figure(overlay_panels(runs)).axes[0])
+    lines = [line for label in labels for line in label.split("\n")]
+    assert any("\n" in label for label in labels)
+    assert max(len(line) for line in lines) <= LABEL_WIDTH
