@@ -84,7 +84,10 @@ BATTERY = [
     (["+sweep=tdmpc2_learning_checks"], "a sweep (env over several values); run it with multirun"),
     (["protocol=paper"], "no accelerator, and 2,000,000 steps x 3 seed(s) of agent=tdmpc2"),
     # 275 h of the smoke model: far past the 4 h budget however fast the box (2M: 2.8 h, run)
-    (["protocol.n_timesteps=200000000"], "cost.py); run protocol=quick env=pendulum for a CPU"),
+    (
+        ["protocol.n_timesteps=200000000"],
+        "cost.py); for a CPU, run python -m launcher agent=tdmpc2",
+    ),
     (["-m", "protocol=paper", "env=pendulum,cartpole_balance"], "add +allow_long_cpu_run=true"),
     (["agent=dreamerv3", "agent.train_ratio=-1"], "agent.train_ratio: -1.0 is outside the valid"),
     (["agent=dreamerv3", "agent.deter=30"], "deter=30 must be divisible by blocks=4"),
