@@ -36,7 +36,9 @@ on the fields (:func:`agent_api.rules.bounded`), cross-field rules in ``__post_i
 (ValueError naming the keys), and optionally ``check_run(n_timesteps)``, the rules that
 need the run's length (``protocol.n_timesteps``): a ValueError whose message names the
 keys and the fix.
-The launcher turns each into one ``error:`` line before anything is created.
+The launcher turns each into one ``error:`` line before anything is created. A config whose
+fields left at ``None`` are filled in at resolution (DreamerV3's widths from ``model_size``)
+may say what they become with ``derived() -> {field: value}``; ``--cfg job`` prints it.
 
 This package imports neither JAX nor any agent: resolving a config stays cheap. It lives
 outside ``agents/`` so that the launcher imports nothing under ``agents/`` (tested).

@@ -51,6 +51,18 @@ COLUMNS = (
     "config_hash",
     "run_dir",
 )
+# The printed table: the judgement; the seeds and provenance (git sha, jax, devices, config
+# hash, run directory) stay in paper_table.csv.
+SHOWN = (
+    "task",
+    "agent",
+    "status",
+    "ours",
+    "reference",
+    "bar",
+    "window_env_frames",
+    "reasons",
+)
 
 
 def find_runs(paths: Sequence[Path | str]) -> list[Path]:
@@ -189,12 +201,13 @@ def row(v: acceptance.TaskVerdict) -> dict[str, str]:
 
 
 def markdown(rows: Sequence[dict[str, str]], summary: acceptance.SweepVerdict) -> str:
-    """The table as Markdown, then one verdict line."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    """The table as Markdown (the ``SHOWN`` columns), then one verdict line."""
+    lines = ["| " + " | ".join(SHOWN) + " |", "|" + "---|" * len(SHOWN)]
     for r in rows:
         cells = {**r, "reasons": _short(r["reasons"])}
-        lines.append("| " + " | ".join(cells[c].replace("|", "/") for c in COLUMNS) + " |")
-    return "\n".join([*lines, "", verdict_line(summary)]) + "\n"
+        lines.append("| " + " | ".join(cells[c].replace("|", "/") for c in SHOWN) + " |")
+    more = "per-seed means and provenance (git sha, jax, devices, config hash): paper_table.csv"
+    return "\n".join([*lines, "", verdict_line(summary), more]) + "\n"
 
 
 def _short(reasons: str, keep: int = 3) -> str:

@@ -131,6 +131,19 @@ def _run_hydra(argv: Sequence[str]) -> None:
         raise refused[0]
 
 
+def _derived_note(spec: Any) -> str:
+    """Comment lines after ``--cfg job``'s YAML naming what the agent's null fields
+    resolve to (its config's optional ``derived()``; agent_api), or ''."""
+    derived = getattr(spec.agent, "derived", None)
+    values = derived() if derived else {}
+    if not values:
+        return ""
+    size = getattr(spec.agent, "model_size", None)
+    source = f" (model_size {size})" if size else ""
+    pairs = ", ".join(f"agent.{k}={v}" for k, v in values.items())
+    return f"# null above resolves to{source}: {pairs}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m launcher``; returns the exit status."""
     from launcher import sweep_status
@@ -149,11 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    specs = []
     if not (special or custom):
         try:
             if args.multirun:  # the jobs: checked by the sweeper (launcher/sweeper.py)
                 check_command(args.overrides, multirun=True)
-                specs = []
             else:
                 specs = check_overrides(args.overrides, budget=not args.cfg)
         except ConfigError as err:
@@ -212,6 +225,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             os.environ["HYDRA_FULL_ERROR"] = old
         GlobalHydra.instance().clear()
+    if args.cfg == "job" and code == 0 and specs:
+        print(_derived_note(specs[0]), end="", flush=True)
     if sweep_id is not None:
         table = sweep_status.report(args.overrides, sweep_id)
         if table:

@@ -214,6 +214,16 @@ class DreamerV3Config:
     def classes_size(self) -> int:
         return self.classes or max(1, self.width // 16)
 
+    def derived(self) -> dict[str, int]:
+        """The values the fields left at ``None`` take (``--cfg job`` prints them)."""
+        sizes = {
+            "units": self.units_size,
+            "hidden": self.hidden_size,
+            "deter": self.deter_size,
+            "classes": self.classes_size,
+        }
+        return {k: v for k, v in sizes.items() if getattr(self, k) is None}
+
     @property
     def gamma(self) -> float:
         """``1 - 1/return_horizon`` (the reference's ``1 - 1/horizon``)."""

@@ -244,6 +244,19 @@ def test_cfg_job_prints_the_composed_config(capsys):
     assert "name: smoke" in out and "id: cartpole_balance" in out and "mlp_dim: 32" in out
 
 
+def test_cfg_job_says_what_the_null_widths_resolve_to(capsys):
+    """DreamerV3's widths are null in the YAML (the model_size preset fills them): the
+    printout ends with their values; an explicit width is not listed."""
+    argv = ["--cfg", "job", "agent=dreamerv3", "env=pendulum", "model_size=dreamerv3_1m"]
+    code, out, _ = run_main([*argv, "agent.units=100"], capsys)
+    assert code == 0 and "units: 100" in out
+    # 1m: d = 64, deter = 8 d, classes = d / 16 (agents/dreamerv3/config.py MODEL_SIZES)
+    note = "# null above resolves to (model_size 1m): agent.hidden=64, agent.deter=512, "
+    assert out.endswith(note + "agent.classes=4\n")
+    code, out, _ = run_main(["--cfg", "job", "protocol=smoke"], capsys)  # TD-MPC2: no nulls
+    assert code == 0 and "resolves to" not in out
+
+
 def test_cfg_with_multirun_is_one_error(capsys):
     code, out, err = run_main(["-m", "--cfg", "hydra", "env=pendulum,cartpole_balance"], capsys)
     assert code == 2 and out == ""

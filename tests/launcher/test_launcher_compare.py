@@ -110,6 +110,11 @@ def test_dreamerv3_sweep_directory_grid_and_table(tmp_path, capsys):
     assert table.count("| dreamerv3 |") == 2
     # the training-episode windows: 450K..500K env frames (225K..250K agent steps)
     assert "450,000..500,000" in table
+    # eight columns fit a terminal; seeds and provenance are in the CSV
+    header = table.splitlines()[0]
+    assert header.count("|") == 9 and "git_sha" not in header
+    csv_header = (sweep / "plots" / "paper_table.csv").read_text().splitlines()[0]
+    assert csv_header.count(",") == 16 and "git_sha" in csv_header
 
 
 def test_env_without_a_reference_is_not_judged(tmp_path):
