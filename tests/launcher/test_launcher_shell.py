@@ -120,6 +120,17 @@ def test_no_launcher_module_shadows_a_top_level_package():
     assert not shadowed
 
 
+# ``python -m launcher`` with SIGINT at its default, as from a terminal: by this point of a
+# suite the xdist worker may have SIGINT ignored (seen in a clean-clone run; set by a library,
+# not by this project), and a child started with it ignored keeps ignoring it (the old flaky
+# 6/6, exit 0). Reset in the child, not by ``preexec_fn``: that forks the multithreaded
+# worker, which JAX warns may deadlock.
+SIGINT_DEFAULT_LAUNCHER = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "runpy.run_module('launcher', run_name='__main__', alter_sys=True)"
+)
+
+
 def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
     """SIGINT mid-run (inside the fake agent's host callback, where JAX wraps it): exit
     130, one line on stderr; the relaunch resumes from the last checkpoint and ends with
@@ -133,8 +144,8 @@ def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "launcher",
+            "-c",
+            SIGINT_DEFAULT_LAUNCHER,
             *argv,
             "logger.progress=false",
             f"hydra.run.dir={run_dir}",
@@ -144,10 +155,6 @@ def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
         text=True,
         env=own_cache_env(xdg, WMRL_COMPILE_CACHE="off"),
         cwd=tmp_path,
-        # as from a terminal: by this point of a suite the xdist worker may have SIGINT
-        # ignored (seen in a clean-clone run; set by a library, not by this project), and
-        # a child started with it ignored keeps ignoring it (the old flaky 6/6, exit 0)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 240
@@ -358,6 +365,8 @@ def test_the_readme_says_what_the_project_does_not_do_yet():
     for dev in re.findall(r"deviation (D\d+)", section):
         assert f"### {dev}:" in deviations, dev
     assert "float32 only" not in section and "bfloat16" in section
+    # your own env has a path now (issue 45): the section says how, not "no path"
+    assert "env.factory=" in section and "No path for your own env" not in section
 
 
 # ------------------------------------------------ 8. the launcher names no agent
