@@ -6,11 +6,11 @@
   is the agent's model of what a seed costs under the composed config
   (:attr:`agent_api.AgentTables.cpu_cost`) plus evaluations, env steps and compile, the
   seeds spread over the cores.
-* :func:`check_run_dir_path`: the run directory (or a parent) is a file, or is not
-  writable.
 * :func:`check_metrics` / :func:`nonfinite_leaves`: a non-finite loss or parameter, or a
   loss past ``+max_abs_loss``, stops the run before the chunk is checkpointed.
 * :class:`RunLock`: one launch per run directory at a time.
+
+The run directory's path is checked by :func:`launcher.rundir.check_path`.
 """
 
 from __future__ import annotations
@@ -99,51 +99,6 @@ def _duration(seconds: float) -> str:
 
 
 # ------------------------------------------------------------------- run dirs
-def check_run_dir_path(path: Path | str) -> None:
-    """Refuse a run directory that is a file, lies under a file, or cannot be written."""
-    path = Path(path).absolute()
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"hydra.run.dir: {path} is a file, not a directory; choose another path")
-    probe = path
-    while not probe.exists():
-        # exists() follows links: a link to a missing path (or a loop), e.g. runs/ linked
-        # to an unmounted scratch disk, cannot be made a directory (mkdir raised
-        # FileExistsError, a traceback with exit 1)
-        if probe.is_symlink():
-            what = "is a" if probe == path else "lies under the"
-            link = "" if probe == path else f" {probe}"
-            raise ConfigError(
-                f"hydra.run.dir: {path} {what} broken symbolic link{link} (to "
-                f"{os.readlink(probe)}); create its target or choose another path"
-            )
-        probe = probe.parent
-    if not probe.is_dir():
-        raise ConfigError(f"hydra.run.dir: {path} lies under the file {probe}; choose another path")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        what = "the run directory" if probe == path else f"its parent {probe}"
-        raise ConfigError(
-            f"hydra.run.dir: {path}: {what} is not writable; choose another path or fix "
-            "its permissions"
-        )
-    # An existing run directory is also listed and opened (the lock, the resume): one
-    # that cannot be read failed later with a PermissionError traceback (exit 1).
-    if probe == path and not os.access(path, os.R_OK):
-        raise ConfigError(
-            f"hydra.run.dir: {path}: the run directory is not readable; choose another path "
-            "or fix its permissions"
-        )
-    for sub in ("checkpoints", "metrics"):
-        inner = path / sub
-        if inner.exists() and not os.access(inner, os.W_OK | os.X_OK):
-            raise ConfigError(
-                f"hydra.run.dir: {inner} is not writable; fix its permissions to resume"
-            )
-        if inner.exists() and not os.access(inner, os.R_OK):  # listed on resume
-            raise ConfigError(
-                f"hydra.run.dir: {inner} is not readable; fix its permissions to resume"
-            )
-
-
 class RunLock:
     """An exclusive ``flock`` on the run directory itself (no file is created; released
     by the kernel when the process dies, ``kill -9`` included)."""

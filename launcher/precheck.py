@@ -167,7 +167,7 @@ def check_jobs(
     """Check each job's composed config (hydra node included): values, env facts, its run
     dir (distinct across a sweep) and, if ``budget``, the CPU time. In a sweep an error
     names its job. Returns the RunSpecs; raises ConfigError."""
-    from launcher import build, guards
+    from launcher import build, guards, rundir
 
     specs: list[RunSpec] = []
     dirs: dict[Path, list[str]] = {}
@@ -178,7 +178,7 @@ def check_jobs(
             if budget:
                 guards.check_cpu_budget(spec)
             out = _output_dir(cfg, multirun)
-            guards.check_run_dir_path(out)
+            rundir.check_path(out)
         except ConfigError as err:
             if not multirun:
                 raise

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from launcher import build, carry, guards, provenance, restore
+from launcher import build, carry, guards, provenance, restore, rundir
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
 from launcher.chunks import ChunkLoop, Launch
@@ -81,7 +81,7 @@ def run(
         parameter); the checkpoints saved before are kept.
     """
     rd = RunDir(run_dir)
-    guards.check_run_dir_path(rd.path)
+    rundir.check_path(rd.path)
     env = build.make_env(spec, make_env)
     agent = build.make_agent(spec, env)
     callbacks = Callbacks.build(spec.callbacks)

@@ -12,6 +12,11 @@ Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<protocol>-<hash>`` or ``hydra.run.di
     wandb/                   W&B offline runs (``wandb sync``)
     tensorboard/seed_<s>/    TensorBoard event files (``logger.tensorboard``), one per launch
     launcher.log             the launches' log (created once a launch passes its checks)
+    videos/step_<t>/         episodes rendered by ``launcher.evaluate --video``
+
+:func:`check_path` refuses, before anything is created, a path that cannot hold a run,
+one check each: a file, a broken link, an unwritable or unreadable folder, one no
+directory can be made in, a folder of other files, a layout folder that is a file.
 
 The JSON files are written atomically (temporary file + rename) and the metrics files
 one flushed line at a time, so a run killed at any point leaves either the old or the
@@ -21,6 +26,7 @@ new version of a file, or one cut last line that readers skip and a resume drops
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import tempfile
@@ -32,9 +38,26 @@ from launcher.errors import ConfigError
 from launcher.identity import diff, identity
 from launcher.schema import FORCE_CHANGEABLE, RunSpec
 
+log = logging.getLogger(__name__)
+
 RUN_FILE = "run.json"
 LAUNCHES = "launches.jsonl"
 WANDB_IDS = "wandb_ids.json"
+LOG_FILE = "launcher.log"  # launcher.run opens it
+# The layout's folders, with what a run keeps in each.
+FOLDERS = {
+    "checkpoints": "its checkpoints",
+    "corrupt_checkpoints": "the unreadable checkpoints a resume moved aside",
+    "metrics": "its metrics files",
+    "plots": "its plots",
+    "wandb": "its W&B offline runs",
+    "tensorboard": "its TensorBoard event files",
+    "videos": "its rendered episodes",
+}
+# Files only a launch writes: a folder holding one is a run directory, whatever else it holds.
+OWN_FILES = (RUN_FILE, LAUNCHES, LOG_FILE, WANDB_IDS)
+# Listed and written again by a resume.
+RESUMED = ("checkpoints", "metrics")
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -57,6 +80,114 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else value
     return value
+
+
+# ------------------------------------------------------------------ the path
+def check_path(path: Path | str) -> None:
+    """Refuse a run directory that cannot hold a run, before anything is created: one
+    ConfigError naming the problem and the fix. One check each, in this order: a file; a
+    broken link or a file on the way; not writable; a new one that cannot be made there;
+    not readable; a folder of other files; a layout folder that is a file or (those a
+    resume rewrites) not writable or readable."""
+    path = Path(path).absolute()
+    if path.exists() and not path.is_dir():
+        raise _refused(path, "is a file, not a directory")
+    base = _nearest_existing(path)
+    _check_writable(path, base)
+    if base != path:
+        _check_creatable(path, base)
+    elif not os.access(path, os.R_OK):
+        # An existing run directory is also listed and opened (the lock, the resume): one
+        # that cannot be read failed later with a PermissionError traceback (exit 1).
+        raise _refused(path, ": the run directory is not readable", _PERMISSIONS)
+    else:
+        _check_holds_a_run(path)
+        _check_folders(path)
+
+
+_PERMISSIONS = "choose another path or fix its permissions"
+
+
+def _refused(path: Path, problem: str, fix: str = "choose another path") -> ConfigError:
+    """``hydra.run.dir: <path><problem>; <fix>`` (``problem`` starts with its separator)."""
+    sep = "" if problem.startswith(":") else " "
+    return ConfigError(f"hydra.run.dir: {path}{sep}{problem}; {fix}")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest existing parent; a broken link or a file on the way refused."""
+    probe = path
+    while not probe.exists():
+        # exists() follows links: a link to a missing path (or a loop), e.g. runs/ linked
+        # to an unmounted scratch disk, cannot be made a directory (mkdir raised
+        # FileExistsError, a traceback with exit 1)
+        if probe.is_symlink():
+            what = "is a" if probe == path else "lies under the"
+            link = "" if probe == path else f" {probe}"
+            raise _refused(
+                path,
+                f"{what} broken symbolic link{link} (to {os.readlink(probe)})",
+                "create its target or choose another path",
+            )
+        probe = probe.parent
+    if not probe.is_dir():
+        raise _refused(path, f"lies under the file {probe}")
+    return probe
+
+
+def _check_writable(path: Path, base: Path) -> None:
+    if not os.access(base, os.W_OK | os.X_OK):
+        what = "the run directory" if base == path else f"its parent {base}"
+        raise _refused(path, f": {what} is not writable", _PERMISSIONS)
+
+
+def _check_creatable(path: Path, base: Path) -> None:
+    """A new run directory: make a directory where it would be made, and remove it. Some
+    folders take no new entry whatever ``os.access`` says (``/proc`` to root), which
+    Hydra's own mkdir reported as a traceback."""
+    try:
+        made = tempfile.mkdtemp(prefix=".wmrl-check-", dir=base)
+    except OSError as err:
+        problem = f"cannot be created: {base} takes no new directory ({err.strerror})"
+        raise _refused(path, problem) from None
+    os.rmdir(made)
+
+
+def _check_holds_a_run(path: Path) -> None:
+    """A folder with entries is a run directory if a launch wrote one of its own files
+    there, or if it holds nothing but the layout's folders (a launch killed before its
+    first file); anything else is someone's own folder, which a run would mix files into."""
+    if any((path / name).exists() for name in OWN_FILES):
+        return
+    temps = tuple(f".{name}." for name in OWN_FILES)  # atomic_write's, left by a kill
+    other = sorted(
+        f"{e.name}/" if e.is_dir() else e.name
+        for e in path.iterdir()
+        if e.name not in FOLDERS and not (e.name.startswith(temps) and e.name.endswith(".tmp"))
+    )
+    if other:
+        more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+        raise _refused(
+            path,
+            f"holds other files ({', '.join(other[:3])}{more}) and no {RUN_FILE}: it is not a "
+            "run directory, and a run would mix its files in",
+            "choose a new or empty folder, or move those files out",
+        )
+
+
+def _check_folders(path: Path) -> None:
+    """The layout's folders are folders; those a resume rewrites, writable and readable."""
+    for name, what in FOLDERS.items():
+        inner = path / name
+        if not inner.exists():
+            continue
+        if not inner.is_dir():
+            problem = f"is a file, where a run directory keeps {what} (a folder)"
+            raise _refused(inner, problem, "move that file away or choose another path")
+        if name in RESUMED and not os.access(inner, os.W_OK | os.X_OK):
+            raise _refused(inner, "is not writable", "fix its permissions to resume")
+        if name in RESUMED and not os.access(inner, os.R_OK):  # listed on resume
+            raise _refused(inner, "is not readable", "fix its permissions to resume")
 
 
 class RunDir:
@@ -169,7 +300,9 @@ class RunDir:
     # ----------------------------------------------------------------- metrics
     def truncate_metrics(self, seeds: Sequence[int], chunk: int) -> None:
         """Keep only the metric lines of chunks <= ``chunk`` (all dropped if ``chunk`` < 0):
-        lines written after the checkpoint a resume starts from are rewritten by it."""
+        lines written after the checkpoint a resume starts from are rewritten by it. A line
+        cut by a kill is dropped too, and said so in one warning."""
+        cut = []
         for seed in seeds:
             path = self.metrics_file(seed)
             if not path.exists():
@@ -179,10 +312,18 @@ class RunDir:
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError:  # a line cut by a kill
+                    cut.append(path.name)
                     continue
                 if row.get("chunk", math.inf) <= chunk:
                     kept.append(line)
             atomic_write(path, "".join(f"{ln}\n" for ln in kept))
+        if cut:  # rows are written before their chunk's checkpoint: the cut one is after it
+            log.warning(
+                "dropped a metrics line cut by a kill mid-write (%s in %s); this launch "
+                "writes the rows after its checkpoint again",
+                ", ".join(cut),
+                self.metrics,
+            )
 
     def append_metrics(self, seed: int, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append rows to the seed's JSONL file (flushed, one line each)."""

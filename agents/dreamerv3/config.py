@@ -29,9 +29,11 @@ import math
 from fractions import Fraction
 
 from agent_api.backend import accelerated
-from agent_api.rules import bounded, check_bounds, check_lockstep_envs
+from agent_api.rules import bounded, check_bounds, check_lockstep_envs, field_bounds
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
+# LaProp normalises each gradient: the bound of learning_rate.
+_STEP = "a LaProp step moves each weight by about the rate: above 1 it outweighs the weights"
 
 
 def resolve_compute_dtype(compute_dtype: str, backend: str) -> str:
@@ -116,7 +118,7 @@ class DreamerV3Config:
     minstd: float = bounded(0.1, low=0)
     maxstd: float = bounded(1.0, low=0)
     # optimizer (LaProp + AGC, one joint gradient)
-    learning_rate: float = bounded(4e-5, low=0)
+    learning_rate: float = bounded(4e-5, low=0, high=1, why=_STEP)
     agc: float = bounded(0.3, low=0)
     agc_pmin: float = bounded(1e-3, low=0)
     beta1: float = bounded(0.9, low=0, high=1)
@@ -159,12 +161,12 @@ class DreamerV3Config:
                 f"minstd={self.minstd} exceeds maxstd={self.maxstd}; choose "
                 "agent.minstd <= agent.maxstd"
             )
-        if self.replay_capacity < self.n_envs * self.min_rows_per_env:
+        need = self.n_envs * self.min_rows_per_env
+        if self.replay_capacity < need:
             raise ValueError(
                 f"replay_capacity={self.replay_capacity} rows cannot hold one batch "
                 f"({self.batch_size} windows of batch_length + 1 = {self.batch_length + 1} "
-                f"rows over {self.n_envs} envs); use agent.replay_capacity >= "
-                f"{self.n_envs * self.min_rows_per_env}"
+                f"rows over {self.n_envs} envs); {self._replay_fix(need)}"
             )
         if self.bins % 2 != 1:
             raise ValueError(f"bins must be odd (symmetric two-hot bins), got {self.bins}")
@@ -178,6 +180,24 @@ class DreamerV3Config:
         of ``batch_length + 1`` rows (``rows - batch_length`` per env) must number
         ``batch_size`` (the gate of agents/dreamerv3/schedule.py)."""
         return self.batch_length + math.ceil(self.batch_size / self.n_envs)
+
+    def _replay_fix(self, need: int) -> str:
+        """The hint for a replay too small for one batch of ``need`` rows: a capacity within
+        the field's bound, else fewer envs (a hint must itself be a valid value)."""
+        largest = int(field_bounds(type(self))["replay_capacity"].high)
+        if need <= largest:
+            return f"use agent.replay_capacity >= {need}"
+        L, b = self.batch_length, self.batch_size
+        # n >= b envs need L + 1 rows each; fewer need n (L + ceil(b / n)) <= n (L + 1) + b - 1
+        envs = largest // (L + 1)
+        if envs < b:
+            envs = (largest - b + 1) // (L + 1)
+        if envs < 1:
+            return "no replay_capacity holds it: use a smaller agent.batch_length"
+        return (
+            f"no replay_capacity holds that many (at most {largest}, int32 ring indices): use "
+            f"agent.n_envs <= {envs}"
+        )
 
     def check_run(self, n_timesteps: int) -> None:
         """The rules that need the run's length (agent_api): whole ticks of the

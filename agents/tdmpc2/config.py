@@ -22,6 +22,8 @@ from agent_api.rules import bounded, check_bounds, check_lockstep_envs
 
 # Why a discount must stay below 1: the TD targets bootstrap an infinite sum.
 _DISCOUNT = "the TD targets need a discount < 1; the reference's default clips it to 0.995"
+# Adam normalises each gradient: the bound of learning_rate (and of the encoder's rate).
+_STEP = "an Adam step moves each weight by about the rate: above 1 it outweighs the weights"
 
 # size -> (enc_dim, mlp_dim, latent_dim, num_enc_layers, num_q)
 MODEL_SIZES: dict[int, tuple[int, int, int, int, int]] = {
@@ -51,7 +53,7 @@ class TDMPC2Config:
     consistency_coef: float = 20.0
     reward_coef: float = 0.1
     value_coef: float = 0.1
-    learning_rate: float = bounded(3e-4, low=0)
+    learning_rate: float = bounded(3e-4, low=0, high=1, why=_STEP)
     enc_lr_scale: float = bounded(0.3, low=0)
     grad_clip_norm: float = bounded(20.0, low=0)
     pi_eps: float = 1e-5
@@ -96,6 +98,14 @@ class TDMPC2Config:
             raise ValueError(
                 f"min_std={self.min_std} exceeds max_std={self.max_std}; choose "
                 "agent.min_std <= agent.max_std"
+            )
+        if self.learning_rate * self.enc_lr_scale > 1:
+            # the largest valid scale in 6 digits (taken lower where rounding went above it)
+            most = float(f"{1 / self.learning_rate:.6g}")
+            most = most if most * self.learning_rate <= 1 else float(f"{most * (1 - 1e-5):.6g}")
+            raise ValueError(
+                f"the encoder's rate learning_rate x enc_lr_scale = {self.learning_rate} x "
+                f"{self.enc_lr_scale} exceeds 1 ({_STEP}); use agent.enc_lr_scale <= {most:g}"
             )
         if self.num_pi_trajs >= self.num_samples:
             raise ValueError("num_pi_trajs must be smaller than num_samples")

@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 import pytest
 from launcher_fakes import FAKE_CLI, one_error_line
+from test_launcher_rundir_edges import suggested_values
 
 from analysis.cli import main as report_main
 from launcher.cli import check_overrides, compose_spec, main
@@ -145,6 +146,11 @@ BATTERY = [
     (["agent.buffer_size=1e11"], "agent.buffer_size: 100000000000 is outside the valid range"),
     (["agent=dreamerv3", "agent.eval_episodes=3"], "unknown key; it is protocol.eval_episodes"),
     (["callbacks.eval_metrics=[nomodule:f]"], "callbacks.eval_metrics[0]: cannot import"),
+    # hints within their fields' bounds; learning rates bounded (issue 45 item 6)
+    (["agent=dreamerv3", "agent.n_envs=1000000000"], "no replay_capacity holds that many"),
+    (["agent.learning_rate=1e6"], "agent.learning_rate: 1000000.0 is outside the valid range [0,"),
+    (["agent=dreamerv3", "agent.learning_rate=2"], "agent.learning_rate: 2.0 is outside the"),
+    (["agent.enc_lr_scale=1e6"], "exceeds 1 (an Adam step moves each weight by about the rate"),
 ]
 # Refused by the CPU budget only on a machine without an accelerator.
 CPU_ONLY = {"protocol=paper", "protocol.n_timesteps=200000000", "env=pendulum,cartpole_balance"}
@@ -179,6 +185,7 @@ def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, mo
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert fragment in err
     assert not (tmp_path / "runs").exists()  # nothing written
+    suggested_values(args, err)  # a value the message suggests lies within its bounds
 
 
 def test_at_least_40_cases():

@@ -272,7 +272,7 @@ class _AsOwnerWithoutRoot:
 
 
 def test_unreadable_run_dir_exits_2(full, tmp_path, capsys, monkeypatch):
-    from launcher import guards
+    from launcher import rundir
 
     full_dir, _ = full
     run_dir = tmp_path / "run"
@@ -280,7 +280,7 @@ def test_unreadable_run_dir_exits_2(full, tmp_path, capsys, monkeypatch):
     before = tree_digest(run_dir)
     monkeypatch.chdir(tmp_path)
     if os.geteuid() == 0:
-        monkeypatch.setattr(guards, "os", _AsOwnerWithoutRoot())
+        monkeypatch.setattr(rundir, "os", _AsOwnerWithoutRoot())
     run_dir.chmod(0o333)  # write and search, no listing
     try:
         err = cli([f"hydra.run.dir={run_dir}"], capsys)
