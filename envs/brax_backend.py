@@ -20,9 +20,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 
-from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length
+from envs.core import Backend, Env, EnvSpec, StaticFacts, agent_episode_length
 from envs.wrappers import build_env
 
 DEFAULT_EPISODE_LENGTH = 1000
@@ -118,3 +120,28 @@ def build(
         return state, state.obs, state.reward, state.done > 0
 
     return build_env(spec, raw_reset, raw_step)
+
+
+def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
+    """MuJoCo's renderer on the env's ``sys.mj_model`` (:func:`envs.render.mujoco_renderer`)."""
+    from brax import envs as brax_envs
+
+    from envs.render import mujoco_renderer
+
+    env = brax_envs.get_environment(env_id, backend=pipeline_for(env_id))
+    return mujoco_renderer(env_id, env.sys.mj_model, _keep, float(env.dt) * action_repeat, size)
+
+
+def _keep(inner: Any) -> dict[str, Any]:
+    """What a frame reads of a brax state: generalized positions and velocities."""
+    return {"qpos": inner.pipeline_state.q, "qvel": inner.pipeline_state.qd}
+
+
+BACKEND = Backend(
+    name="brax",
+    tasks=BRAX_FACTS,
+    build=build,
+    renderer=renderer,
+    mujoco_gl=True,
+    frame_cpu_s=1e-3,  # as playground's MJX step (docs/PERFORMANCE.md, "Environments")
+)

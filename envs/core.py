@@ -1,7 +1,8 @@
-"""The functional environment interface every backend is adapted to.
+"""The env protocol: the interface every env is adapted to, and what a backend declares.
 
-An :class:`Env` is a frozen bundle of static facts (:class:`EnvSpec`) and two pure
-functions over one (unbatched) environment:
+The one place the protocol is defined (docs/design.md §5.1, §5.5). An :class:`Env` is a
+frozen bundle of static facts (:class:`EnvSpec`) and two pure functions over one
+(unbatched) environment:
 
     reset(key)            -> EnvState
     step(state, action)   -> EnvState
@@ -15,12 +16,20 @@ resets are the row collector's job (static mode) or the :mod:`envs.autoreset`
 wrapper's (dynamic mode).
 
 Batch with ``jax.vmap``; every field of :class:`EnvState` is per-env.
+
+A *backend* is one module that ends with a :class:`Backend` declaration (``BACKEND``): its
+tasks and their :class:`StaticFacts`, its builder, its action-repeat limits, the
+``action_repeat`` of its ``env=<id>`` options, its renderer and its CPU cost per frame. Its
+module path in :data:`envs.registry.BACKEND_MODULES` registers it: the registry, the
+launcher's ``env=`` options (Hydra's ConfigStore), the video renderer and the CPU budget all
+read the declaration. A user's own env needs no backend: a factory returning an :class:`Env`
+(``env=custom env.factory=pkg.mod:make_env``, :mod:`envs.custom`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -29,8 +38,6 @@ from flax import struct
 
 from envs.errors import ActionRepeatError, EpisodeLengthError, is_positive_int
 
-BACKENDS = ("gymnax", "brax", "playground", "probe", "task_set")
-
 
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
@@ -38,7 +45,8 @@ class EnvSpec:
 
     Attributes:
       env_id: registry id (``walker_walk``, ``pendulum``, ...).
-      backend: one of :data:`BACKENDS`.
+      backend: the name of its :class:`Backend` (``envs.registry.backends()``); ``custom``
+        for a user's own env (:mod:`envs.custom`).
       obs_size: size of the flat float32 observation vector.
       action_size: continuous action dim, or number of discrete actions.
       discrete: whether actions are one-hot over ``action_size`` choices.
@@ -119,6 +127,45 @@ class Env:
 
     def __hash__(self) -> int:  # static argument to jit: identity of the spec + functions
         return hash((self.spec, self.reset, self.step))
+
+
+# builder(env_id, action_repeat, episode_length) -> Env: episode_length in backend steps, None
+# for the backend's default; raises the typed errors of envs.errors for bad arguments.
+Builder = Callable[[str, int, int | None], Any]
+# tasks registered before a derived backend's (task sets) -> its own id -> StaticFacts table
+DerivedTasks = Callable[[Callable[[str], StaticFacts]], Mapping[str, StaticFacts]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """What one backend module declares (as ``BACKEND``); registered by its module path in
+    :data:`envs.registry.BACKEND_MODULES` (docs/design.md §5.5).
+
+    Attributes:
+      name: the backend's name (``EnvSpec.backend``).
+      tasks: registry id -> :class:`StaticFacts`, measured by building each env once (the
+        registry smoke test checks every row against the built spec); or, for a backend
+        made of other envs (task sets), a function of the facts of the ids registered before.
+      build: the :data:`Builder`. Import the simulator inside it, not at module level:
+        listing ids and reading facts must import no simulator.
+      action_repeats: the repeats it supports; None = every int >= 1.
+      preset_action_repeat: ``env.action_repeat`` of its ``env=<id>`` launcher options (the
+        DMC protocol of both papers: 2); ``envs.make``'s default stays 1.
+      renderer: ``(env_id, action_repeat, (height, width)) -> envs.render.EnvRenderer`` for
+        episode videos; None = nothing to show.
+      mujoco_gl: the renderer draws with MuJoCo (it needs an OpenGL context, ``MUJOCO_GL``).
+      frame_cpu_s: CPU seconds per backend step of one env (the launcher's CPU budget,
+        docs/PERFORMANCE.md "Environments"); 0 where negligible.
+    """
+
+    name: str
+    tasks: Mapping[str, StaticFacts] | DerivedTasks
+    build: Builder
+    action_repeats: tuple[int, ...] | None = None
+    preset_action_repeat: int = 1
+    renderer: Callable[[str, int, tuple[int, int]], Any] | None = None
+    mujoco_gl: bool = False
+    frame_cpu_s: float = 0.0
 
 
 def initial_state(inner: Any, obs: jax.Array, key: jax.Array) -> EnvState:

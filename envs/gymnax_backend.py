@@ -12,7 +12,19 @@ these tasks (docs/design.md §5.1).
 
 from __future__ import annotations
 
-from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length, check_action_repeat
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+from envs.core import (
+    Backend,
+    Env,
+    EnvSpec,
+    StaticFacts,
+    agent_episode_length,
+    check_action_repeat,
+)
 from envs.wrappers import build_env
 
 # registry id -> gymnax name
@@ -107,3 +119,49 @@ def _per_dim(bound, size: int) -> tuple[float, ...]:
 
     values = np.broadcast_to(np.asarray(bound, np.float64), (size,))
     return tuple(float(v) for v in values)
+
+
+def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
+    """gymnax's own render path for classic control,
+    ``gymnax.visualize.vis_gym.render_gym_frame`` (Gymnasium's ``rgb_array`` renderer, drawn
+    with pygame-ce: the ``gymnax[visualize]`` extra), at Gymnasium's ``render_fps``; frames
+    keep Gymnasium's size (``size`` unused; no repeat: gymnax takes only 1)."""
+    del action_repeat, size
+    from envs.render import EnvRenderer, RenderError
+
+    if importlib.util.find_spec("pygame") is None:
+        raise RenderError(
+            f"{env_id}: gymnax's classic-control renderer (Gymnasium's) needs pygame-ce; "
+            "pip install 'gymnax[visualize]'"
+        )
+    import gymnax
+
+    name = GYMNAX_ENVS[env_id]
+    _, params = gymnax.make(name)
+    fps = _gymnasium_fps(name)
+
+    @contextlib.contextmanager
+    def frames() -> Iterator[Any]:
+        import numpy as np
+        from gymnax.visualize.vis_gym import render_gym_frame
+
+        yield lambda kept: np.asarray(render_gym_frame(name, kept, params), np.uint8)
+
+    return EnvRenderer(env_id, fps, lambda inner: inner, frames)
+
+
+def _gymnasium_fps(name: str) -> float:
+    """Gymnasium's playback rate of its env ``name`` (``metadata['render_fps']``, a class
+    attribute: read off the registered class, no env is made)."""
+    from gymnasium.envs.registration import load_env_creator, spec
+
+    return float(load_env_creator(spec(name).entry_point).metadata["render_fps"])
+
+
+BACKEND = Backend(
+    name="gymnax",
+    tasks=GYMNAX_FACTS,
+    build=build,
+    action_repeats=GYMNAX_ACTION_REPEATS,
+    renderer=renderer,
+)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from envs.core import Env, EnvSpec, StaticFacts, agent_episode_length
+from envs.core import Backend, Env, EnvSpec, StaticFacts, agent_episode_length
 from envs.errors import UnknownEnvError
 from envs.wrappers import build_env
 
@@ -75,3 +75,7 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         return inner + 1, jnp.ones((1,), jnp.float32), reward, jnp.zeros((), bool)
 
     return build_env(spec, raw_reset, raw_step)
+
+
+# Probes have nothing to show (no renderer) and cost nothing to step.
+BACKEND = Backend(name="probe", tasks=PROBE_FACTS, build=build)

@@ -5,9 +5,10 @@ Ids are snake_case, the way users type DMC / TD-MPC2 tasks (``walker_walk``,
 (``pendulum``, ``cartpole``, ``ant``, ``halfcheetah``). The tables are static, so
 listing ids imports no simulator; a backend is imported when one of its envs is built.
 
-The built-in ids carry their :class:`envs.core.StaticFacts` (the backend modules'
-``*_FACTS`` tables), so :func:`check_args` validates a call to :func:`make` without
-building anything; :func:`envs.facts` is built on it.
+Each backend module declares its tasks (:class:`envs.core.Backend`, registered by its path
+in :data:`BACKEND_MODULES`); the built-in ids carry their :class:`envs.core.StaticFacts`,
+so :func:`check_args` validates a call to :func:`make` without building anything;
+:func:`envs.facts` is built on it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ import difflib
 import functools
 import importlib
 import re
-from collections.abc import Callable
 
-from envs.brax_backend import BRAX_FACTS
 from envs.core import (
-    BACKENDS,
+    Backend,
+    Builder,
     Env,
     EnvSpec,
     StaticFacts,
@@ -30,28 +30,17 @@ from envs.core import (
     check_episode_length,
 )
 from envs.errors import EnvError, UnknownEnvError
-from envs.gymnax_backend import GYMNAX_ACTION_REPEATS, GYMNAX_FACTS
-from envs.playground_backend import PLAYGROUND_FACTS
-from envs.probes import PROBE_FACTS
-from envs.task_sets import BACKEND as TASK_SET
-from envs.task_sets import TASK_SETS
-from envs.task_sets import static_facts as task_set_facts
 
-Builder = Callable[[str, int, int | None], Env]
-
-_BACKEND_MODULES = {
-    "gymnax": "envs.gymnax_backend",
-    "brax": "envs.brax_backend",
-    "playground": "envs.playground_backend",
-    "probe": "envs.probes",
-    "task_set": "envs.task_set_env",
-}
-
-# backend -> the action repeats it supports (absent: every int >= 1)
-_ACTION_REPEATS: dict[str, tuple[int, ...]] = {
-    "gymnax": GYMNAX_ACTION_REPEATS,
-    "task_set": (1,),  # members keep their own repeats (envs.task_sets)
-}
+# The backends, in registration order (their ids are listed in this order): each module ends
+# with ``BACKEND = envs.core.Backend(...)``, which declares everything the project reads
+# about it (docs/design.md §5.5). A new backend is one module and one line here.
+BACKEND_MODULES = (
+    "envs.gymnax_backend",
+    "envs.playground_backend",
+    "envs.brax_backend",
+    "envs.probes",
+    "envs.task_sets",  # after its members' backends: a set's facts are its members'
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,16 +49,15 @@ class EnvEntry:
     and, if known without building it, its static facts."""
 
     backend: str
-    builder: Builder | None = None  # None: the backend module's ``build``
+    builder: Builder | None = None  # None: the backend's ``build``
     facts: StaticFacts | None = None  # None: known only by building the env
 
     def build(self, env_id: str, action_repeat: int, episode_length: int | None) -> Env:
-        builder = self.builder
-        if builder is None:
-            builder = importlib.import_module(_BACKEND_MODULES[self.backend]).build
+        builder = self.builder or _BACKENDS[self.backend].build
         return builder(env_id, action_repeat, episode_length)
 
 
+_BACKENDS: dict[str, Backend] = {}
 _REGISTRY: dict[str, EnvEntry] = {}
 
 
@@ -83,9 +71,9 @@ def register(
 
     Args:
       env_id: the new id.
-      backend: one of :data:`envs.core.BACKENDS` (its action-repeat limits apply).
+      backend: a registered backend's name (:func:`backends`; its action-repeat limits apply).
       builder: ``builder(env_id, action_repeat, episode_length) -> Env``; None = the
-        backend module's ``build``.
+        backend's ``build``.
       facts: the env's static facts, if known; without them :func:`envs.facts` builds
         the env, and :func:`make` checks the time limit's divisibility only in the build.
 
@@ -94,21 +82,34 @@ def register(
     """
     if env_id in _REGISTRY:
         raise ValueError(f"env id {env_id!r} is already registered ({_REGISTRY[env_id]})")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; backends are {BACKENDS}")
+    if backend not in _BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; backends are {tuple(_BACKENDS)}")
     _REGISTRY[env_id] = EnvEntry(backend, builder, facts)
 
 
-for _backend, _table in (
-    ("gymnax", GYMNAX_FACTS),
-    ("playground", PLAYGROUND_FACTS),
-    ("brax", BRAX_FACTS),
-    ("probe", PROBE_FACTS),
-):
-    for _id, _facts in _table.items():
-        register(_id, _backend, facts=_facts)
-for _id, _members in TASK_SETS.items():
-    register(_id, TASK_SET, facts=task_set_facts(_members, lambda i: _REGISTRY[i].facts))
+def register_backend(backend: Backend) -> None:
+    """Register ``backend`` and every task it declares (:class:`envs.core.Backend`).
+
+    Raises:
+      ValueError: the backend's name or one of its ids is taken.
+    """
+    if backend.name in _BACKENDS:
+        raise ValueError(f"backend {backend.name!r} is already registered")
+    tasks = backend.tasks
+    if callable(tasks):  # derived from the envs registered before (task sets)
+        tasks = tasks(lambda i: _REGISTRY[i].facts)
+    _BACKENDS[backend.name] = backend
+    for env_id, row in tasks.items():
+        register(env_id, backend.name, facts=row)
+
+
+def backends() -> dict[str, Backend]:
+    """The registered backends by name, in registration order (a copy)."""
+    return dict(_BACKENDS)
+
+
+for _module in BACKEND_MODULES:
+    register_backend(importlib.import_module(_module).BACKEND)
 
 
 def list_envs(backend: str | None = None) -> list[str]:
@@ -159,7 +160,9 @@ def check_args(
       UnknownEnvError, ActionRepeatError, EpisodeLengthError: the first check that fails.
     """
     entry = entry_of(env_id)
-    check_action_repeat(action_repeat, env_id, _ACTION_REPEATS.get(entry.backend), entry.backend)
+    check_action_repeat(
+        action_repeat, env_id, _BACKENDS[entry.backend].action_repeats, entry.backend
+    )
     check_episode_length(episode_length, env_id)
     limit = episode_length
     if limit is None and entry.facts is not None:

@@ -1,6 +1,7 @@
 """RGB frames of env states, for episode videos (``python -m launcher.evaluate RUN --video``).
 
-:func:`renderer` gives the :class:`EnvRenderer` of a registered env:
+:func:`renderer` gives the :class:`EnvRenderer` of a registered env, made by its backend's
+declared renderer (:attr:`envs.core.Backend.renderer`):
 
 * ``keep(inner)``: a pure JAX function of the backend's own state (``EnvState.inner``)
   that keeps only what a frame needs (jit it into the rollout step: a few arrays to copy
@@ -8,36 +9,36 @@
 * ``open()``: a context manager yielding ``frame(kept) -> uint8 [H, W, 3]`` (host);
 * ``fps``: the playback rate at one frame per agent step.
 
-Backends:
+The backends' renderers:
 
 * ``playground`` and ``brax``: MuJoCo's renderer (``mujoco.Renderer``) on the env's own
-  ``MjModel``, seen from the model's first camera where it has one (DMC's tracking
-  ``side`` camera of walker and cheetah, cartpole's ``fixed`` one), else MuJoCo's free
-  camera; real time (``1 / (env.dt * action_repeat)`` frames per second). MuJoCo needs an
-  OpenGL context: on a machine without a display ``MUJOCO_GL=egl`` (libEGL with a Mesa or
-  NVIDIA driver) or ``MUJOCO_GL=osmesa``, set before ``mujoco`` is imported (the caller's
-  job: it reads the process environment).
-* ``gymnax`` classic control: gymnax's own render path for these envs,
-  ``gymnax.visualize.vis_gym.render_gym_frame`` (Gymnasium's ``rgb_array`` renderer, which
-  draws with pygame-ce: the ``gymnax[visualize]`` extra), at Gymnasium's ``render_fps``.
+  ``MjModel`` (:func:`mujoco_renderer`, here), seen from the model's first camera where it
+  has one (DMC's tracking ``side`` camera of walker and cheetah, cartpole's ``fixed`` one),
+  else MuJoCo's free camera; real time (``1 / (env.dt * action_repeat)`` frames per second).
+  MuJoCo needs an OpenGL context: on a machine without a display ``MUJOCO_GL=egl`` (libEGL
+  with a Mesa or NVIDIA driver) or ``MUJOCO_GL=osmesa``, set before ``mujoco`` is imported
+  (the caller's job: it reads the process environment).
+* ``gymnax`` classic control: gymnax's own render path (:func:`envs.gymnax_backend.renderer`)
+  at Gymnasium's ``render_fps``.
 
-Probe envs and task sets have nothing to show: :class:`RenderError`.
+Probe envs, task sets and a user's own env have nothing to show: :class:`RenderError`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from envs.registry import backend_of
+from envs.registry import backend_of, backends
 
-RENDERED_BACKENDS = ("gymnax", "brax", "playground")
-MUJOCO_BACKENDS = ("brax", "playground")
+# The backends with a renderer, and those whose renderer is MuJoCo's (read off their
+# declarations, envs.core.Backend).
+RENDERED_BACKENDS = tuple(n for n, b in backends().items() if b.renderer is not None)
+MUJOCO_BACKENDS = tuple(n for n, b in backends().items() if b.mujoco_gl)
 DEFAULT_SIZE = (240, 320)  # (height, width): within every MuJoCo model's offscreen buffer
 
 Frame = Callable[[Any], np.ndarray]
@@ -75,27 +76,22 @@ def renderer(
       UnknownEnvError: ``env_id`` is not registered.
     """
     backend = backend_of(env_id)
-    if backend == "gymnax":
-        return _gymnax(env_id)
-    if backend == "playground":
-        from envs.playground_backend import PLAYGROUND_ENVS, load_raw
-
-        env, _ = load_raw(PLAYGROUND_ENVS[env_id])
-        model, keep = env.mj_model, _playground_keep
-    elif backend == "brax":
-        from brax import envs as brax_envs
-
-        from envs.brax_backend import pipeline_for
-
-        env = brax_envs.get_environment(env_id, backend=pipeline_for(env_id))
-        model, keep = env.sys.mj_model, _brax_keep
-    else:
+    make = backends()[backend].renderer
+    if make is None:
         raise RenderError(
             f"{env_id}: {backend} envs have no renderer (rendered: gymnax classic control, "
             "brax and MuJoCo Playground envs)"
         )
-    fps = 1.0 / (float(env.dt) * action_repeat)
-    return EnvRenderer(env_id, fps, keep, lambda: _mujoco_frames(model, *size))
+    return make(env_id, action_repeat, size)
+
+
+def mujoco_renderer(
+    env_id: str, model: Any, keep: Callable[[Any], Any], dt: float, size: tuple[int, int]
+) -> EnvRenderer:
+    """The renderer of a MuJoCo-based env: ``model`` its ``MjModel``, ``keep`` what a frame
+    reads of its state (``qpos`` and ``qvel``, optionally ``mocap_pos`` / ``mocap_quat``),
+    ``dt`` the seconds of one agent step (real-time playback), ``size`` = (height, width)."""
+    return EnvRenderer(env_id, 1.0 / dt, keep, lambda: _mujoco_frames(model, *size))
 
 
 def probe_mujoco_gl() -> None:
@@ -108,20 +104,6 @@ def probe_mujoco_gl() -> None:
 
 
 # ------------------------------------------------------------------------- MuJoCo
-def _playground_keep(inner: Any) -> dict[str, Any]:
-    data = inner.data
-    return {
-        "qpos": data.qpos,
-        "qvel": data.qvel,
-        "mocap_pos": data.mocap_pos,
-        "mocap_quat": data.mocap_quat,
-    }
-
-
-def _brax_keep(inner: Any) -> dict[str, Any]:
-    return {"qpos": inner.pipeline_state.q, "qvel": inner.pipeline_state.qd}
-
-
 @contextlib.contextmanager
 def _mujoco_frames(model: Any, height: int, width: int) -> Iterator[Frame]:
     """``frame(kept)`` on one ``mujoco.Renderer`` (closed on exit).
@@ -152,35 +134,3 @@ def _mujoco_frames(model: Any, height: int, width: int) -> Iterator[Frame]:
         yield frame
     finally:
         gl.close()
-
-
-# ------------------------------------------------------------------------- gymnax
-def _gymnax(env_id: str) -> EnvRenderer:
-    if importlib.util.find_spec("pygame") is None:
-        raise RenderError(
-            f"{env_id}: gymnax's classic-control renderer (Gymnasium's) needs pygame-ce; "
-            "pip install 'gymnax[visualize]'"
-        )
-    import gymnax
-
-    from envs.gymnax_backend import GYMNAX_ENVS
-
-    name = GYMNAX_ENVS[env_id]
-    _, params = gymnax.make(name)
-    fps = _gymnasium_fps(name)
-
-    @contextlib.contextmanager
-    def frames() -> Iterator[Frame]:
-        from gymnax.visualize.vis_gym import render_gym_frame
-
-        yield lambda kept: np.asarray(render_gym_frame(name, kept, params), np.uint8)
-
-    return EnvRenderer(env_id, fps, lambda inner: inner, frames)
-
-
-def _gymnasium_fps(name: str) -> float:
-    """Gymnasium's playback rate of its env ``name`` (``metadata['render_fps']``, a class
-    attribute: read off the registered class, no env is made)."""
-    from gymnasium.envs.registration import load_env_creator, spec
-
-    return float(load_env_creator(spec(name).entry_point).metadata["render_fps"])

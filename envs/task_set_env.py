@@ -13,7 +13,7 @@ import dataclasses
 from envs.core import EnvSpec
 from envs.facts import facts
 from envs.registry import entry_of, make
-from envs.task_sets import BACKEND, TASK_SETS, static_facts
+from envs.task_sets import NAME, TASK_SETS, static_facts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
     row = static_facts(TASK_SETS[env_id], lambda i: entry_of(i).facts)
     spec = EnvSpec(
         env_id=env_id,
-        backend=BACKEND,
+        backend=NAME,
         obs_size=row.obs_size,
         action_size=row.action_size,
         discrete=row.discrete,

@@ -31,11 +31,12 @@ above the registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from envs.core import StaticFacts
+from envs.core import Backend, StaticFacts
 
-BACKEND = "task_set"
+NAME = "task_set"
 
 MT30_DMC19 = (
     "walker_stand",
@@ -81,3 +82,18 @@ def static_facts(
         can_terminate=any(r.can_terminate for r, _ in rows),
         default_episode_length=max(r.default_episode_length // k for r, k in rows),
     )
+
+
+def _tasks(table: Callable[[str], StaticFacts]) -> Mapping[str, StaticFacts]:
+    """Every set's facts from its members' (registered before the sets)."""
+    return {name: static_facts(members, table) for name, members in TASK_SETS.items()}
+
+
+def _build(env_id: str, action_repeat: int, episode_length: int | None) -> Any:
+    from envs.task_set_env import build  # above the registry: imported when a set is built
+
+    return build(env_id, action_repeat, episode_length)
+
+
+# Members keep their own repeats, so the set itself takes only 1; nothing to render.
+BACKEND = Backend(name=NAME, tasks=_tasks, build=_build, action_repeats=(1,))

@@ -7,7 +7,8 @@ and acting over the run's agent steps, one evaluation, its compile); the launche
 what it knows and the agent does not:
 
 * how many evaluations the protocol runs (:func:`evaluations`),
-* the env's stepping (the env frames of training and evaluation, :data:`ENV_FRAME_S`),
+* the env's stepping (the env frames of training and evaluation, at the CPU seconds per
+  frame its backend declares: ``envs.core.Backend.frame_cpu_s``, :func:`frame_cpu_s`),
 * the compile (halved under ``protocol.fast_compile``, docs/launcher.md) and the launch's
   own start (:data:`LAUNCH_S`),
 * the seeds spread over the cores this process may use.
@@ -33,9 +34,6 @@ from launcher.schema import Protocol, RunSpec
 # (benchmarks/cpu_estimate_check.py: a fake-agent smoke launch).
 LAUNCH_S = 10.0
 FAST_COMPILE = 0.5  # protocol.fast_compile: about half the compile time (docs/launcher.md)
-# CPU seconds per backend step of one env (docs/PERFORMANCE.md, "Environments": an MJX
-# Walker step ~0.3 ms per env with 16 envs, ~1.1 ms alone); gymnax and probes: negligible.
-ENV_FRAME_S = {"playground": 1e-3, "brax": 1e-3}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +86,15 @@ def evaluations(p: Protocol) -> int:
     return math.ceil(p.n_timesteps / p.eval_frequency) + int(p.eval_at_start)
 
 
+def frame_cpu_s(backend: str) -> float:
+    """CPU seconds per backend step of one env, as its backend declares (0 for a backend
+    that declares none and for a user's own env: unknown, left out)."""
+    import envs
+
+    declared = envs.backends().get(backend)
+    return declared.frame_cpu_s if declared is not None else 0.0
+
+
 def usable_cores() -> int:
     """The cores this process may run on (``taskset`` / cgroup affinity), not the machine's."""
     try:
@@ -113,7 +120,7 @@ def estimate(
     cost = tables.cpu_cost(spec.agent, facts, p.n_timesteps)
     n_evals = evaluations(p)
     frames = p.n_timesteps + n_evals * spec.protocol.eval_episodes * facts.episode_length
-    env_s = frames * facts.action_repeat * ENV_FRAME_S.get(facts.backend, 0.0)
+    env_s = frames * facts.action_repeat * frame_cpu_s(facts.backend)
     seed_s = cost.train_s + n_evals * cost.eval_s + env_s
     fixed = cost.compile_s * (FAST_COMPILE if p.fast_compile else 1.0) + LAUNCH_S
     return CpuEstimate(
