@@ -90,9 +90,9 @@ class Agent(Protocol):
         own tick; unbatched under the seed vmap). Metrics hold at least ``timestep``
         (agent env steps, docs/design.md §3), ``env_frames``, ``Train/n_updates`` and
         ``Train/episodic mean reward`` (NaN when no episode ended in the chunk). Other
-        ``Train/`` metrics that average over the chunk's updates may be NaN for a seed
-        whose chunk ran none (``Train/n_updates`` unchanged); anywhere else a NaN
-        stops the run."""
+        ``Train/`` metrics are means over the chunk's updates (``agents.common.loop``,
+        docs/design.md §4.4) and may be NaN for a seed whose chunk ran none
+        (``Train/n_updates`` unchanged); anywhere else a NaN stops the run."""
         ...
 
     def evaluate(self, state: State, key: Any) -> tuple[State, Metrics]:

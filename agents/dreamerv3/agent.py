@@ -32,6 +32,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from agents.common.loop import (
+    EpisodeEnds,
+    episode_metrics,
+    evaluate,
+    run_episodes,
+    run_updates,
+    train_chunk,
+)
 from agents.dreamerv3.config import DreamerV3Config
 from agents.dreamerv3.networks import Networks
 from agents.dreamerv3.replay import ReplayState, StreamReplay
@@ -164,58 +172,34 @@ class DreamerV3:
         replay = rep.write_back(replay, where, outs["replay_deter"], outs["replay_stoch"])
         return train, replay, metrics
 
-    def _metric_zeros(self, state: DreamerV3State) -> dict[str, jax.Array]:
-        shapes = jax.eval_shape(
-            lambda: self._update(state.train, state.replay, jax.random.key(0))[2]
-        )
-        return jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), shapes)
-
     # ----------------------------------------------------------------- train
+    def _tick(self, state: DreamerV3State, i: jax.Array, sums: dict):
+        """One tick (module docstring): collect, add, ``n_updates(i)`` updates."""
+        k_col, k_upd = jax.random.split(jax.random.fold_in(state.key, i))
+        policy = self.policy_fn(state.train.params)
+        cstate, row, stats = self.collector.tick(state.collector, i, k_col, policy)
+        replay = self.replay.add(state.replay, row, row.extras["deter"], row.extras["stoch"])
+        n = self.schedule.n_updates(i)
+
+        def one_update(c, key):
+            train, replay, m = self._update(*c, key)
+            return (train, replay), m
+
+        (train, replay), sums = run_updates(one_update, (state.train, replay), n, k_upd, sums)
+        state = state.replace(
+            train=train,
+            collector=cstate,
+            replay=replay,
+            tick=i + 1,
+            n_updates=state.n_updates + n,
+        )
+        return state, sums, EpisodeEnds(done=stats.done, returns=stats.returns)
+
     def train(self, state: DreamerV3State, ticks: jax.Array) -> tuple[DreamerV3State, dict]:
-        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``)."""
-        sched, col, rep = self.schedule, self.collector, self.replay
-        zeros = self._metric_zeros(state)
-
-        def tick_fn(carry, i):
-            state, sums, ret_sum, ep_count = carry
-            k_col, k_upd = jax.random.split(jax.random.fold_in(state.key, i))
-            policy = self.policy_fn(state.train.params)
-            cstate, row, stats = col.tick(state.collector, i, k_col, policy)
-            replay = rep.add(state.replay, row, row.extras["deter"], row.extras["stoch"])
-            n = sched.n_updates(i)
-
-            def one_update(j, c):
-                train, replay, sums = c
-                train, replay, m = self._update(train, replay, jax.random.fold_in(k_upd, j))
-                return train, replay, jax.tree.map(jnp.add, sums, m)
-
-            train, replay, sums = jax.lax.fori_loop(0, n, one_update, (state.train, replay, sums))
-            state = state.replace(
-                train=train,
-                collector=cstate,
-                replay=replay,
-                tick=i + 1,
-                n_updates=state.n_updates + n,
-            )
-            ret_sum = ret_sum + jnp.sum(stats.returns)
-            ep_count = ep_count + jnp.sum(stats.done, dtype=jnp.int32)
-            return (state, sums, ret_sum, ep_count), None
-
-        n0 = state.n_updates
-        init = (state, zeros, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
-        (state, sums, ret_sum, ep_count), _ = jax.lax.scan(tick_fn, init, ticks)
-        ran = state.n_updates - n0
-        means = jax.tree.map(lambda s: jnp.where(ran > 0, s / jnp.maximum(ran, 1), jnp.nan), sums)
-        metrics = {
-            **self.counters(state),
-            "Train/episodic mean reward": jnp.where(
-                ep_count > 0, ret_sum / jnp.maximum(ep_count, 1), jnp.nan
-            ),
-            "Train/episodes": ep_count,
-            "Train/updates in chunk": ran,
-            **{f"Train/{k}": v for k, v in means.items()},
-        }
-        return state, metrics
+        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``); the
+        chunk's metrics as ``agents.common.loop.train_chunk`` reduces them."""
+        like = jax.eval_shape(lambda: self._update(state.train, state.replay, jax.random.key(0))[2])
+        return train_chunk(self._tick, self.counters, state, ticks, like)
 
     def counters(self, state: DreamerV3State) -> dict[str, jax.Array]:
         """timestep = rows (docs/design.md §3); env_frames = rows x action repeat."""
@@ -231,26 +215,14 @@ class DreamerV3:
         """``eval_episodes`` fresh episodes in parallel with the sampling policy from a zero
         carry (docs/design.md §8.5); each env's first episode counts. Key folded with the
         evaluation count."""
-        n, T = self.cfg.eval_episodes, self.env.spec.episode_length
-        col = RowCollector(self.env, n, "dynamic")
-        key = jax.random.fold_in(key, state.n_evals)
-        k_init, k_run = jax.random.split(key)
-        cstate = col.init(k_init, policy_carry=init_carry(self.nets, n))
-        policy = self.policy_fn(state.train.params)
+        n = self.cfg.eval_episodes
 
-        def tick_fn(carry, i):
-            cstate, returns, seen = carry
-            cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy)
-            first = stats.done & ~seen
-            return (cstate, jnp.where(first, stats.returns, returns), seen | stats.done), None
+        def run(key):
+            policy = self.policy_fn(state.train.params)
+            carry = init_carry(self.nets, n)
+            return episode_metrics(run_episodes(self.env, n, "dynamic", policy, carry, key))
 
-        init = (cstate, jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool))
-        (_, returns, _), _ = jax.lax.scan(tick_fn, init, jnp.arange(T + 1))
-        metrics = {
-            "Eval/episodic mean reward": jnp.mean(returns),
-            "Eval/episode returns": returns,
-        }
-        return state.replace(n_evals=state.n_evals + 1), metrics
+        return evaluate(state, key, run)
 
     def eval_policy(self, state: DreamerV3State) -> tuple[Any, Carry]:
         """The sampling policy of :meth:`evaluate` for one env and its zero carry

@@ -32,6 +32,14 @@ import numpy as np
 from flax import struct
 
 from agent_api.backend import batched_layout
+from agents.common.loop import (
+    EpisodeEnds,
+    episode_metrics,
+    evaluate,
+    run_episodes,
+    run_updates,
+    train_chunk,
+)
 from agents.tdmpc2.buffer import EpisodeBuffer, EpisodeBufferState
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.entry import REQUIREMENTS
@@ -56,7 +64,7 @@ class TDMPC2State:
     n_updates: jax.Array  # [] int32
     n_terminations: jax.Array  # [] int32, terminal rows on the schedule's last step
     n_evals: jax.Array  # [] int32
-    last_metrics: dict  # the last update's metrics
+    last_metrics: dict  # the last update's metrics (logged: their chunk means, T50)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,52 +223,46 @@ class TDMPC2:
         return update(self.wm, self.cfg, train, batch, noise)
 
     # ----------------------------------------------------------------- train
+    def _tick(self, state: TDMPC2State, i: jax.Array, sums: dict):
+        """One tick (module docstring): collect, add, ``n_updates(i)`` updates."""
+        k_col, k_upd = jax.random.split(jax.random.fold_in(state.key, i))
+        policy = self.policy_fn(state.train.params, eval_mode=False)
+        sched = self.schedule
+        cstate, row, stats = self.collector.tick(
+            state.collector, i, k_col, policy, sched.random_actions(i)
+        )
+        buffer = self.buffer.add(state.buffer, i, row.obs, row.action, row.reward)
+        n = sched.n_updates(i)
+
+        def one_update(c, key):
+            train, m = self._update(c[0], buffer, i, key)
+            return (train, m), m
+
+        (train, last), sums = run_updates(
+            one_update, (state.train, state.last_metrics), n, k_upd, sums
+        )
+        state = state.replace(
+            train=train,
+            collector=cstate,
+            buffer=buffer,
+            tick=i + 1,
+            n_updates=state.n_updates + n,
+            n_terminations=state.n_terminations + jnp.sum(row.is_terminal, dtype=jnp.int32),
+            last_metrics=last,
+        )
+        return state, sums, EpisodeEnds(done=stats.done, returns=stats.returns)
+
     def train(self, state: TDMPC2State, ticks: jax.Array) -> tuple[TDMPC2State, dict]:
-        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``)."""
-        sched, col, buf = self.schedule, self.collector, self.buffer
-
-        def tick_fn(carry, i):
-            state, ret_sum, ep_count = carry
-            k_tick = jax.random.fold_in(state.key, i)
-            k_col, k_upd = jax.random.split(k_tick)
-            policy = self.policy_fn(state.train.params, eval_mode=False)
-            cstate, row, stats = col.tick(
-                state.collector, i, k_col, policy, sched.random_actions(i)
-            )
-            buffer = buf.add(state.buffer, i, row.obs, row.action, row.reward)
-            n = sched.n_updates(i)
-
-            def one_update(j, c):
-                train, _ = c
-                return self._update(train, buffer, i, jax.random.fold_in(k_upd, j))
-
-            train, metrics = jax.lax.fori_loop(0, n, one_update, (state.train, state.last_metrics))
-            state = state.replace(
-                train=train,
-                collector=cstate,
-                buffer=buffer,
-                tick=i + 1,
-                n_updates=state.n_updates + n,
-                n_terminations=state.n_terminations + jnp.sum(row.is_terminal, dtype=jnp.int32),
-                last_metrics=metrics,
-            )
-            ret_sum = ret_sum + jnp.sum(stats.returns)
-            ep_count = ep_count + jnp.sum(stats.done, dtype=jnp.int32)
-            return (state, ret_sum, ep_count), None
-
-        init = (state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
-        (state, ret_sum, ep_count), _ = jax.lax.scan(tick_fn, init, ticks)
-        metrics = {
-            **self.counters(state),
-            "Train/episodic mean reward": jnp.where(
-                ep_count > 0, ret_sum / jnp.maximum(ep_count, 1), jnp.nan
-            ),
-            "Train/episodes": ep_count,
+        """Run the absolute ``ticks`` (unbatched, consecutive from ``state.tick``); the
+        chunk's metrics as ``agents.common.loop.train_chunk`` reduces them (``Train/*`` of
+        an update metric: its mean over the chunk's updates, T50), plus the collector's
+        counts for :meth:`check`."""
+        state, metrics = train_chunk(self._tick, self.counters, state, ticks, state.last_metrics)
+        return state, {
+            **metrics,
             "n_offschedule_dones": state.collector.n_offschedule_dones,
             "n_terminations": state.n_terminations,
-            **{f"Train/{k}": v for k, v in state.last_metrics.items()},
         }
-        return state, metrics
 
     def counters(self, state: TDMPC2State) -> dict[str, jax.Array]:
         """timestep = agent env steps; env_frames = env steps x action repeat (docs/design.md
@@ -276,20 +278,14 @@ class TDMPC2:
     def evaluate(self, state: TDMPC2State, key: jax.Array) -> tuple[TDMPC2State, dict]:
         """``eval_episodes`` fresh episodes in parallel with the eval-mode planner and a
         separate planner carry (deviation T32); key folded with the evaluation count."""
-        key = jax.random.fold_in(key, state.n_evals)
-        policy = self.policy_fn(state.train.params, eval_mode=True)
-        returns = run_episodes(
-            self.env,
-            self.cfg.eval_episodes,
-            (self.cfg.horizon, self.env.spec.action_size),
-            policy,
-            key,
-        )
-        metrics = {
-            "Eval/episodic mean reward": jnp.mean(returns),
-            "Eval/episode returns": returns,
-        }
-        return state.replace(n_evals=state.n_evals + 1), metrics
+        n, shape = self.cfg.eval_episodes, (self.cfg.horizon, self.env.spec.action_size)
+
+        def run(key):
+            policy = self.policy_fn(state.train.params, eval_mode=True)
+            carry = jnp.zeros((n, *shape))
+            return episode_metrics(run_episodes(self.env, n, "static", policy, carry, key))
+
+        return evaluate(state, key, run)
 
     def eval_policy(self, state: TDMPC2State) -> tuple[Any, jax.Array]:
         """The eval-mode planner of :meth:`evaluate` for one env and its zero carry
@@ -317,18 +313,3 @@ def batched_policy(decide: Any, batched: bool | None = None):
         return action, mean, None
 
     return policy
-
-
-def run_episodes(env: Env, n: int, carry_shape: tuple[int, ...], policy: Any, key: jax.Array):
-    """Returns ``[n]`` of ``n`` fresh episodes of ``env`` run in parallel by ``policy``
-    (a row-collector policy whose carry, zero-initialised, is ``[n, *carry_shape]``)."""
-    col = RowCollector(env, n, "static")
-    k_init, k_run = jax.random.split(key)
-    cstate = col.init(k_init, policy_carry=jnp.zeros((n, *carry_shape)))
-
-    def tick_fn(cstate, i):
-        cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy, False)
-        return cstate, stats
-
-    _, stats = jax.lax.scan(tick_fn, cstate, jnp.arange(env.spec.episode_length + 1))
-    return jnp.sum(stats.returns, axis=0)

@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from agents.tdmpc2.agent import batched_policy, run_episodes
+from agents.common.loop import EpisodeEnds, add_metrics, evaluate, run_episodes, train_chunk
+from agents.tdmpc2.agent import batched_policy
 from agents.tdmpc2.buffer import gather_windows
 from agents.tdmpc2.dataset import MultiTaskDataset, select_tasks
 from agents.tdmpc2.multitask import TaskSet, multitask_world_model, pad_obs
@@ -47,7 +48,7 @@ class OfflineState:
     key: jax.Array
     tick: jax.Array  # [] int32: next absolute tick = updates done
     n_evals: jax.Array  # [] int32
-    last_metrics: dict
+    last_metrics: dict  # the last update's metrics (logged: their chunk means, T50)
 
 
 @struct.dataclass
@@ -228,19 +229,15 @@ class TDMPC2MultiTask:
     def train(
         self, state: OfflineState, ticks: jax.Array, data: Episodes
     ) -> tuple[OfflineState, dict]:
-        """One update per absolute tick of ``ticks``, keys folded with the tick."""
+        """One update per absolute tick of ``ticks``, keys folded with the tick; the chunk's
+        metrics as ``agents.common.loop.train_chunk`` reduces them (no env: no episodes)."""
 
-        def tick_fn(state, i):
-            train, metrics = self._update(state.train, data, jax.random.fold_in(state.key, i))
-            return state.replace(train=train, tick=i + 1, last_metrics=metrics), None
+        def tick(state, i, sums):
+            train, m = self._update(state.train, data, jax.random.fold_in(state.key, i))
+            state = state.replace(train=train, tick=i + 1, last_metrics=m)
+            return state, add_metrics(sums, m), EpisodeEnds.none()
 
-        state, _ = jax.lax.scan(tick_fn, state, ticks)
-        metrics = {
-            **self.counters(state),
-            "Train/episodic mean reward": jnp.full((), jnp.nan, jnp.float32),
-            **{f"Train/{k}": v for k, v in state.last_metrics.items()},
-        }
-        return state, metrics
+        return train_chunk(tick, self.counters, state, ticks, state.last_metrics)
 
     # -------------------------------------------------------------- evaluate
     def policy_fn(self, params: dict, task_id: int, eval_mode: bool = True):
@@ -265,27 +262,27 @@ class TDMPC2MultiTask:
 
     def evaluate(self, state: OfflineState, key: jax.Array) -> tuple[OfflineState, dict]:
         """``eval_episodes`` fresh episodes of every task (module docstring)."""
-        key = jax.random.fold_in(key, state.n_evals)
-        shape = (self.cfg.horizon, self.tasks.action_max)
-        per_task, means = [], []
-        metrics: dict[str, jax.Array] = {}
-        for i, (name, env) in enumerate(zip(self.tasks.names, self.members, strict=True)):
-            policy = self.policy_fn(state.train.params, i)
-            returns = run_episodes(
-                env, self.cfg.eval_episodes, shape, policy, jax.random.fold_in(key, i)
-            )
-            per_task.append(returns)
-            means.append(jnp.mean(returns))
-            metrics[f"Eval/{name}/episodic mean reward"] = means[-1]
-        means = jnp.stack(means)
-        metrics.update(
-            {
+        n, shape = self.cfg.eval_episodes, (self.cfg.horizon, self.tasks.action_max)
+
+        def run(key):
+            per_task, means = [], []
+            metrics: dict[str, jax.Array] = {}
+            for i, (name, env) in enumerate(zip(self.tasks.names, self.members, strict=True)):
+                policy = self.policy_fn(state.train.params, i)
+                carry = jnp.zeros((n, *shape))
+                returns = run_episodes(env, n, "static", policy, carry, jax.random.fold_in(key, i))
+                per_task.append(returns)
+                means.append(jnp.mean(returns))
+                metrics[f"Eval/{name}/episodic mean reward"] = means[-1]
+            means = jnp.stack(means)
+            return {
+                **metrics,
                 "Eval/episodic mean reward": jnp.mean(means),
                 "Eval/normalised score": jnp.mean(means / 10.0),
                 "Eval/episode returns": jnp.concatenate(per_task),
             }
-        )
-        return state.replace(n_evals=state.n_evals + 1), metrics
+
+        return evaluate(state, key, run)
 
 
 def make(config: MultiTaskConfig, env: Any, total_env_steps: int) -> TDMPC2MultiTask:

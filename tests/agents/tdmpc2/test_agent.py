@@ -72,7 +72,25 @@ def test_chunked_equals_uninterrupted(run):
     for a, b in zip(jax.tree.leaves(s_full.train), jax.tree.leaves(s_b.train), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(np.asarray(s_full.buffer.obs), np.asarray(s_b.buffer.obs))
-    assert float(m_full["Train/pi_loss"]) == float(m_b["Train/pi_loss"])
+
+
+def test_train_metrics_are_chunk_means(run):
+    """``Train/*`` of an update metric is its mean over the chunk's updates (docs/design.md
+    §4.4, T50), so the whole run's mean is the halves' means weighted by their update
+    counts. On positive metrics (losses, norms) a float32 running sum of N terms is within
+    (N - 1) u of the exact sum (u = 2^-24), for the whole run's sum and for each half's; the
+    means and the weighting add 4 roundings: rtol (2 N + 4) u. The last update's value (the
+    old meaning) misses by far more."""
+    agent, train, state0, (s_a, m_a), (s_b, m_b) = run
+    _, m_full = train(state0, jnp.arange(N_TICKS))
+    n_a, n_b = int(m_a["Train/updates in chunk"]), int(m_b["Train/updates in chunk"])
+    assert n_a > 0 and n_b > 0 and n_a + n_b == int(m_full["Train/updates in chunk"])
+    rtol = (2 * (n_a + n_b) + 4) * 2.0**-24
+    for k in ("reward_loss", "value_loss", "grad_norm", "pi_grad_norm"):
+        a, b, full = (float(m[f"Train/{k}"]) for m in (m_a, m_b, m_full))
+        np.testing.assert_allclose(full, (a * n_a + b * n_b) / (n_a + n_b), rtol=rtol, err_msg=k)
+        last = float(s_b.last_metrics[k])  # the state keeps the last update's metrics
+        assert abs(full - last) > 10 * rtol * abs(full), k
 
 
 def test_evaluate(run):
