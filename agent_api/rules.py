@@ -10,7 +10,15 @@ A bounded hyperparameter is one edit, in its config dataclass::
 one line naming the key. A config's ``__post_init__`` calls :func:`check_bounds` first,
 so a config built directly (not through the launcher) is checked as well, and its
 cross-field rules may rely on the bounds. A value of None (a default derived later) is
-never checked. No JAX here.
+never checked.
+
+A field added after runs were launched without it says so where it is declared::
+
+    q_scale_per_task: bool = added_later(False, since="issue 32, deviation T49")
+
+At its default (the value those runs had implicitly) the launcher leaves it out of a
+run's identity (:func:`added_defaults`, read by ``launcher.identity``), so older runs keep
+their names and hashes and resume; any other value is part of the identity. No JAX here.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import dataclasses
 from typing import Any
 
 BOUNDS_KEY = "bounds"
+ADDED_KEY = "added_later"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +86,22 @@ def field_bounds(cls: type) -> dict[str, Bound]:
     return {
         f.name: f.metadata[BOUNDS_KEY] for f in dataclasses.fields(cls) if BOUNDS_KEY in f.metadata
     }
+
+
+def added_later(default: Any, *, since: str, **bound: Any) -> Any:
+    """A dataclass field with ``default``, added to its config after runs were launched
+    without it (``since``: the issue or deviation that added it; module docstring).
+    ``bound``: the keywords of :func:`bounded`, for a bounded one."""
+    metadata: dict[str, Any] = {ADDED_KEY: since}
+    if bound:
+        metadata[BOUNDS_KEY] = Bound(**bound)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def added_defaults(cls: type) -> dict[str, Any]:
+    """Field name -> default of the fields of the dataclass ``cls`` declared
+    :func:`added_later` (inherited fields included)."""
+    return {f.name: f.default for f in dataclasses.fields(cls) if ADDED_KEY in f.metadata}
 
 
 def check_bounds(config: Any) -> None:

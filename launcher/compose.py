@@ -17,7 +17,7 @@ from typing import Any
 from launcher.config import load_entry, resolve
 from launcher.errors import ConfigError
 from launcher.identity import run_name
-from launcher.schema import RunSpec
+from launcher.schema import SECTIONS, RunSpec
 from launcher.structured import hydra_message, message, store_agent, store_sections, stored_agents
 
 __all__ = ["hydra_message"]  # re-exported: the CLI's Python API
@@ -42,7 +42,7 @@ def _run_name(*, _root_: Any) -> str:
         k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v
         for k, v in ((k, _root_[k]) for k in _root_ if k != "hydra")
     }
-    return run_name(job)
+    return run_name(job, SECTIONS)
 
 
 def _config_groups() -> str:

@@ -2,8 +2,8 @@
 
 The *identity* of a run is everything that determines its results: agent, model size,
 env, protocol and callbacks (but the output-only phases, :data:`OUTPUT_PHASES`, and the
-keys added later while at their default, :data:`ADDED_AT_DEFAULT`). The logger and the
-run-control keys are not part of it.
+fields declared added later while at their default, :func:`added_at_default`). The
+logger and the run-control keys are not part of it.
 Two forms exist, each for one job:
 
 * :func:`composed_hash` / :func:`run_name` read the *composed* mapping (Hydra's output,
@@ -22,30 +22,50 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from agent_api import load
+from agent_api.rules import added_defaults
+
 IDENTITY_SECTIONS = ("agent", "model_size", "env", "protocol", "callbacks")
 # Callback phases that only add what is logged or written beside a run (the paper's
 # curve, the learning-curve figure; launcher.callbacks): left out of the identity.
 OUTPUT_PHASES = ("reference_rows", "run_end")
 
 
-# Keys added to a section's schema after runs were launched without them, each with the
-# value those runs had implicitly (the field's default). At that value the key is left out of
-# the identity, so an older run keeps its name and hash and resumes without a config diff;
-# any other value is part of the identity. (Hydra has no notion of a schema version: ours.)
-ADDED_AT_DEFAULT: dict[tuple[str, str], Any] = {
-    ("agent", "q_scale_per_task"): False,  # deviation T49's what-if (issue 32)
-    ("agent", "compute_dtype"): "auto",  # bf16 compute where the reference has it (issue 42, D30)
-}
+def added_at_default(classes: Mapping[str, Any]) -> dict[tuple[str, str], Any]:
+    """``(section, key) -> default`` of the fields that ``classes`` (section -> its config
+    dataclass) declare added after runs were launched without them
+    (:func:`agent_api.rules.added_later`): at that value a key is left out of the identity,
+    so an older run keeps its name and hash and resumes without a config diff; any other
+    value is part of it. (Hydra has no notion of a schema version: ours.)"""
+    out = {}
+    for section, cls in classes.items():
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+            for key, default in added_defaults(cls).items():
+                out[(section, key)] = plain(default)
+    return out
 
 
-def without_added_defaults(ident: Mapping[str, Any]) -> dict[str, Any]:
-    """``ident`` without the :data:`ADDED_AT_DEFAULT` keys that hold their default."""
+def without_added_defaults(ident: Mapping[str, Any], classes: Mapping[str, Any]) -> dict[str, Any]:
+    """``ident`` without the keys :func:`added_at_default` names that hold their default."""
     out = dict(ident)
-    for (section, key), default in ADDED_AT_DEFAULT.items():
+    for (section, key), default in added_at_default(classes).items():
         fields = out.get(section)
-        if isinstance(fields, Mapping) and key in fields and fields[key] == default:
+        if isinstance(fields, Mapping) and key in fields and plain(fields[key]) == default:
             out[section] = {k: v for k, v in fields.items() if k != key}
     return out
+
+
+def agent_class(cfg: Mapping[str, Any]) -> type | None:
+    """The config dataclass of the agent a composed config names (its entry's), or None
+    when its entry does not load (the job refuses it; a run name must never fail)."""
+    agent = cfg.get("agent")
+    path = agent.get("entry") if isinstance(agent, Mapping) else None
+    if not isinstance(path, str):
+        return None
+    try:
+        return getattr(load(path), "config_cls", None)
+    except Exception:  # noqa: BLE001 - any failure: the launch is refused later, by resolve
+        return None
 
 
 def plain(value: Any) -> Any:
@@ -65,7 +85,8 @@ def identity(spec: Any) -> dict[str, Any]:
         "protocol": dataclasses.asdict(spec.protocol),
         "callbacks": training_hooks(dataclasses.asdict(spec.callbacks)),
     }
-    return plain(without_added_defaults(ident))
+    classes = {section: type(getattr(spec, section)) for section in ident}
+    return plain(without_added_defaults(ident, classes))
 
 
 def training_hooks(callbacks: Any) -> Any:
@@ -110,22 +131,25 @@ def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any,
     return out
 
 
-def composed_identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity sections of a composed config mapping (missing ones left out)."""
+def composed_identity(cfg: Mapping[str, Any], classes: Mapping[str, type]) -> dict[str, Any]:
+    """The identity sections of a composed config mapping (missing ones left out).
+    ``classes``: the launcher's section dataclasses (``launcher.schema.SECTIONS``), whose
+    fields may be declared added later, as the agent's may (its class: :func:`agent_class`)."""
     out = {k: plain(cfg[k]) for k in IDENTITY_SECTIONS if k in cfg}
     if "callbacks" in out:
         out["callbacks"] = training_hooks(out["callbacks"])
-    return without_added_defaults(out)
+    return without_added_defaults(out, {**classes, "agent": agent_class(cfg)})
 
 
-def composed_hash(cfg: Mapping[str, Any]) -> str:
-    """10 hex digits naming a run from its composed config (no validation)."""
-    return config_hash(composed_identity(cfg))
+def composed_hash(cfg: Mapping[str, Any], classes: Mapping[str, type]) -> str:
+    """10 hex digits naming a run from its composed config (no validation); ``classes``:
+    :func:`composed_identity`'s."""
+    return config_hash(composed_identity(cfg, classes))
 
 
-def run_name(cfg: Mapping[str, Any]) -> str:
+def run_name(cfg: Mapping[str, Any], classes: Mapping[str, type]) -> str:
     """``<agent>-<env>-<protocol>-<hash>`` of a composed config (no validation; a
-    missing part reads ``unknown``)."""
+    missing part reads ``unknown``); ``classes``: :func:`composed_identity`'s."""
 
     def part(section: str, key: str) -> str:
         value = cfg.get(section)
@@ -133,5 +157,10 @@ def run_name(cfg: Mapping[str, Any]) -> str:
         return str(value) if value not in (None, "") else "unknown"
 
     return "-".join(
-        [part("agent", "name"), part("env", "id"), part("protocol", "name"), composed_hash(cfg)]
+        [
+            part("agent", "name"),
+            part("env", "id"),
+            part("protocol", "name"),
+            composed_hash(cfg, classes),
+        ]
     )

@@ -184,12 +184,12 @@ class RunSpec:
     @property
     def config_hash(self) -> str:
         """10 hex digits of the SHA-256 of the composed identity sections."""
-        return composed_hash(self.config)
+        return composed_hash(self.config, SECTIONS)
 
     @property
     def run_name(self) -> str:
         """``<agent>-<env>-<protocol>-<hash>``: the default run directory and W&B group."""
-        return run_name(self.config)
+        return run_name(self.config, SECTIONS)
 
 
 @dataclasses.dataclass(frozen=True)

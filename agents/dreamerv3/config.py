@@ -29,7 +29,13 @@ import math
 from fractions import Fraction
 
 from agent_api.backend import accelerated
-from agent_api.rules import bounded, check_bounds, check_lockstep_envs, field_bounds
+from agent_api.rules import (
+    added_later,
+    bounded,
+    check_bounds,
+    check_lockstep_envs,
+    field_bounds,
+)
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
 # LaProp normalises each gradient: the bound of learning_rate.
@@ -135,7 +141,7 @@ class DreamerV3Config:
     n_envs: int = bounded(16, low=1)
     eval_episodes: int = 10
     # numerics: "float32" | "bfloat16" | "auto" (resolve_compute_dtype); params stay float32
-    compute_dtype: str = "auto"
+    compute_dtype: str = added_later("auto", since="issue 42, deviation D30")
 
     def __post_init__(self) -> None:
         if self.model_size not in MODEL_SIZES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent_api.rules import bounded
+from agent_api.rules import added_later, bounded
 from agents.tdmpc2.config import TDMPC2Config
 
 TASK_DIM = 96  # the paper's task embedding size; the code's 64 for mt30 at 5/19/48M (T46)
@@ -35,4 +35,4 @@ class MultiTaskConfig(TDMPC2Config):
     dataset_sha256: str | None = None
     task_dim: int = bounded(TASK_DIM, low=1)
     tasks: tuple[str, ...] = ()
-    q_scale_per_task: bool = False
+    q_scale_per_task: bool = added_later(False, since="issue 32, deviation T49")

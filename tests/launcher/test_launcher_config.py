@@ -20,7 +20,7 @@ from launcher.cli import check_overrides, compose, compose_all, compose_spec, gr
 from launcher.config import resolve
 from launcher.errors import ConfigError
 from launcher.identity import composed_hash, diff, identity
-from launcher.schema import EnvSpecConfig, LoggerSpec, Protocol, RunSpec
+from launcher.schema import SECTIONS, EnvSpecConfig, LoggerSpec, Protocol, RunSpec
 from launcher.structured import build_dataclass
 
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
@@ -245,8 +245,9 @@ def test_run_names_are_pinned():
 
 
 def test_a_key_added_later_names_a_run_only_away_from_its_default():
-    """launcher.identity.ADDED_AT_DEFAULT: at its default the key is out of the name, the hash
-    and run.json's identity (a run launched before the key existed resumes); set, it is in."""
+    """A field declared added later (``agent_api.rules.added_later``, on the field): at its
+    default the key is out of the name, the hash and run.json's identity (a run launched
+    before the key existed resumes); set, it is in."""
     from launcher.identity import identity
 
     job = "agent=tdmpc2_multitask env=mt3_cpu protocol=offline"
@@ -255,6 +256,31 @@ def test_a_key_added_later_names_a_run_only_away_from_its_default():
     on = compose_spec([*job.split(), "agent.q_scale_per_task=true"])
     assert on.run_name != pinned and identity(on)["agent"]["q_scale_per_task"] is True
     assert "q_scale_per_task" not in identity(compose_spec(job.split()))["agent"]
+
+
+def test_added_later_is_declared_on_the_field_and_read_generically():
+    """launcher/identity.py names no key: it reads the fields' metadata of whatever sections
+    it is given, and the run dir Hydra names (the resolver) agrees with the pinned names."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from agents.dreamerv3.config import DreamerV3Config
+    from agents.tdmpc2.multitask_config import MultiTaskConfig
+    from launcher import identity as ident
+
+    source = pathlib.Path(ident.__file__).read_text()
+    assert "q_scale_per_task" not in source and "compute_dtype" not in source
+    got = ident.added_at_default({"agent": MultiTaskConfig, "env": EnvSpecConfig})
+    assert got[("agent", "q_scale_per_task")] is False
+    assert ident.added_at_default({"agent": DreamerV3Config}) == {
+        ("agent", "compute_dtype"): "auto"
+    }
+    for job in (
+        "agent=tdmpc2_multitask env=mt3_cpu protocol=offline",
+        "agent=dreamerv3 protocol=paper",
+    ):
+        cfg = compose(job.split(), hydra_node=True)
+        HydraConfig.instance().set_config(cfg)
+        assert cfg.hydra.run.dir == f"runs/{PINNED_RUN_NAMES[job]}"
 
 
 def _restated(cls: type, data: dict) -> list[str]:
@@ -353,7 +379,7 @@ def test_hash_is_stable_and_ignores_logger_and_run_control():
     b = compose_spec(["protocol=smoke", "env=pendulum", "logger=disabled", "+resume=force"])
     c = compose_spec(["protocol=smoke", "env=pendulum", "agent.horizon=4"])
     assert a.config_hash == b.config_hash != c.config_hash
-    assert a.config_hash == composed_hash(a.config) and len(a.config_hash) == 10
+    assert a.config_hash == composed_hash(a.config, SECTIONS) and len(a.config_hash) == 10
     assert a.run_name == f"tdmpc2-pendulum-smoke-{a.config_hash}"
     assert diff(identity(a), identity(c)) == [("agent.horizon", 3, 4)]
 

@@ -54,8 +54,8 @@ def test_auto_is_float32_on_this_cpu_and_the_networks_follow_the_config() -> Non
 
 
 def test_compute_dtype_names_a_run_only_away_from_its_default() -> None:
-    """``agent.compute_dtype=auto`` keeps the pinned run name (launcher.identity
-    ADDED_AT_DEFAULT); another value is part of the identity."""
+    """``agent.compute_dtype=auto`` keeps the pinned run name (the field is declared
+    ``added_later``); another value is part of the identity."""
     from launcher.cli import compose_spec
     from launcher.identity import identity
     from tests.launcher.test_launcher_config import PINNED_RUN_NAMES
