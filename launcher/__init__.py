@@ -14,11 +14,12 @@ Modules: :mod:`launcher.config` (validation into :class:`launcher.schema.RunSpec
 :mod:`launcher.cli` (Hydra entry, exit status 2 on bad input), :mod:`launcher.guards`
 (CPU budget, run-dir path, lock, NaN), :mod:`launcher.cache` (compile cache), :mod:`launcher.run`
 (the chunk loop), :mod:`launcher.checkpoint` (orbax), :mod:`launcher.rundir` (run
-directory, metrics files), :mod:`launcher.wandb_logger` (its history read back by
-:mod:`launcher.wandb_history`), :mod:`launcher.tensorboard_logger`,
-:mod:`launcher.callbacks`, :mod:`launcher.evaluate`. The report and the paper tables live
-in the :mod:`analysis` package (``launcher.report`` and ``launcher.paper_curves`` are their
-``python -m`` entry points); the run loop imports none of it. See docs/launcher.md.
+directory), :mod:`launcher.loggers` (the outputs' protocol: :mod:`launcher.jsonl_output`,
+:mod:`launcher.wandb_output` over :mod:`launcher.wandb_logger`, its history read back by
+:mod:`launcher.wandb_history`, :mod:`launcher.tensorboard_logger`), :mod:`launcher.callbacks`,
+:mod:`launcher.evaluate`. The report and the paper tables live in the :mod:`analysis`
+package (``launcher.report`` and ``launcher.paper_curves`` are their ``python -m`` entry
+points); the run loop imports none of it. See docs/launcher.md.
 """
 
 from launcher.errors import ConfigError

@@ -1,10 +1,11 @@
 """Carrying a run to another machine: its checkpoint as a W&B artifact, and a resume from one.
 
 Upload (``logger.checkpoint_artifact=true``): after each checkpoint save is on disk and W&B
-got the rows it covers, :class:`launcher.loggers.RunLoggers` logs :func:`carried_files`
-(the newest checkpoint and the small files a resume reads) as a W&B artifact of type
-``checkpoint`` named for the run (its run name), aliases ``latest`` and ``step_<t>``, from
-the first seed's W&B run (:meth:`launcher.wandb_logger.WandbRuns.log_checkpoint`)::
+got the rows it covers, the ``wandb`` output (:mod:`launcher.wandb_output`) logs
+:func:`carried_files` (the newest checkpoint and the small files a resume reads) as a W&B
+artifact of type ``checkpoint`` named for the run (its run name), aliases ``latest`` and
+``step_<t>``, from the first seed's W&B run
+(:meth:`launcher.wandb_logger.WandbRuns.log_checkpoint`)::
 
     checkpoints/<t>/         the seed-batched state + metadata (orbax), every seed
     run.json                 identity and composed config (the resume's config check)

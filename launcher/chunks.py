@@ -5,11 +5,12 @@ One chunk, in order (the fault points of :mod:`launcher.faults` in brackets)::
     compile train for the chunk's tick count (once; "compiling" on the bar)
     state, metrics = train(state, ticks)      Ctrl-C check   [trained]
     agent.check + finiteness guards           (RunStopped)
-    train rows -> metrics JSONL, TensorBoard, W&B staged      [metrics]
+    train rows -> every output (launcher.loggers), in order:   [metrics]
+        metrics JSONL, W&B (staged), TensorBoard, ...
     evaluation on its schedule -> eval rows                    [metrics] [evaluated]
     checkpoint on its schedule (and at a stop / the end)       [saving] [saved]
-        -> W&B commits the rows the checkpoint covers (and, with
-           logger.checkpoint_artifact, logs the checkpoint: launcher.carry)
+        -> the outputs flushed: W&B logs the rows the checkpoint covers (and, with
+           logger.checkpoint_artifact, the checkpoint: launcher.carry)
     progress bar
 """
 
@@ -28,7 +29,7 @@ from launcher import faults, guards
 from launcher.callbacks import Callbacks
 from launcher.checkpoint import Checkpointer
 from launcher.interrupts import CtrlC
-from launcher.loggers import RunLoggers
+from launcher.loggers import RunOutputs
 from launcher.program import SeedProgram
 from launcher.progress import Progress
 from launcher.rows import per_seed_rows, seed_mean, to_host
@@ -50,7 +51,7 @@ class Launch:
     agent: Any
     program: SeedProgram
     callbacks: Callbacks
-    loggers: RunLoggers
+    loggers: RunOutputs
     eval_keys: Any
     chunk_ticks: int
     total_ticks: int
@@ -58,7 +59,6 @@ class Launch:
     start: int
     steps_done: int
     resumed: bool
-    wandb_ids: dict[int, str]
 
     @property
     def seeds(self) -> list[int]:
@@ -149,16 +149,12 @@ class ChunkLoop:
         timing = {"time/steps_per_second": sps, "time/chunk_seconds": seconds}
         extra = {"kind": "train", "chunk": chunk, **timing}
         self.final_train = per_seed_rows(metrics, len(launch.seeds), extra)
-        self._record(self.final_train, chunk)
+        self._record(self.final_train)
         self.bar.train = seed_mean(metrics, "Train/episodic mean reward")
 
-    def _record(self, rows: list[dict[str, Any]], chunk: int) -> None:
-        """One row per seed: metrics files now, then the loggers (W&B at the commit)."""
-        for i, (seed, row) in enumerate(zip(self.launch.seeds, rows, strict=True)):
-            self.launch.rd.append_metrics(seed, [row])
-            if i == 0:
-                faults.point("metrics", chunk)
-        self.launch.loggers.record(rows)  # W&B gets them once their checkpoint is saved
+    def _record(self, rows: list[dict[str, Any]]) -> None:
+        """One row per seed to every output (the metrics files first)."""
+        self.launch.loggers.write(rows)  # W&B logs them once their checkpoint is saved
 
     def evaluate(self, chunk: int, steps: int) -> list[dict[str, Any]]:
         """Evaluate the state (which the evaluation advances) and record the rows."""
@@ -167,13 +163,13 @@ class ChunkLoop:
         em = launch.callbacks.run_eval_metrics(to_host(em), chunk)
         extra = {"kind": "eval", "chunk": chunk, "timestep": steps}
         rows = per_seed_rows(em, len(launch.seeds), extra)
-        self._record(rows, chunk)
+        self._record(rows)
         faults.point("evaluated", chunk)
         self.bar.eval = seed_mean(em, "Eval/episodic mean reward")
         return rows
 
     def _checkpoint(self, chunk: int, tick: int, steps: int) -> None:
-        """Save the state after ``chunk`` (named by env step), then commit W&B's rows."""
+        """Save the state after ``chunk`` (named by env step), then flush the outputs."""
         launch, p = self.launch, self.launch.spec.protocol
         meta = {
             "chunk": chunk,
@@ -183,13 +179,13 @@ class ChunkLoop:
             "chunk_ticks": launch.chunk_ticks,
             "config_hash": launch.spec.config_hash,
             "seeds": launch.seeds,
-            "wandb_ids": {str(k): v for k, v in launch.wandb_ids.items()},
+            **launch.loggers.meta(),  # W&B's run ids
         }
         self.ckpt.save(steps, self.state, meta)
         faults.point("saving", chunk)
         self.ckpt.wait()
         faults.point("saved", chunk)
-        launch.loggers.commit(steps)
+        launch.loggers.flush(steps)
         log.info("chunk %d: checkpoint at env step %d", chunk, steps)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_api import AgentEntry, load
+from launcher import loggers
 from launcher.coerce import close_matches, describe, key_hint, listing, section
 from launcher.errors import ConfigError
 from launcher.identity import plain
@@ -144,10 +145,11 @@ def _resolve_logger(cfg: Mapping[str, Any]) -> LoggerSpec:
         )
     if not logger.project:
         raise ConfigError("logger.project: must be a non-empty string")
+    logger = loggers.resolve(logger)  # the output list; mode disabled without wandb in it
     if logger.checkpoint_artifact and logger.mode == "disabled":
         raise ConfigError(
-            "logger.checkpoint_artifact: needs W&B, but logger.mode=disabled; "
-            "use logger=offline or logger=online with it"
+            "logger.checkpoint_artifact: needs W&B, but logger.mode=disabled (or wandb is "
+            "not among logger.outputs); use logger=offline or logger=online with it"
         )
     return logger
 

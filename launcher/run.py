@@ -3,13 +3,14 @@
     checks (run dir path, env facts, lock, stored config)      nothing written yet
     state = vmap(agent.init)(seed keys)  or the latest checkpoint (migrated if the
                                          run's length changed)
-    W&B started; run.json, wandb_ids.json, launcher.log        the run dir is now made
+    outputs built (W&B starts); run.json, launcher.log        the run dir is now made
+    outputs opened (metrics files rolled back to the checkpoint, W&B ids kept)
     compile train ("compiling" on the bar; kept out of steps/s)
     for each chunk c of log_frequency env steps:
         state, metrics = train(state, ticks of c)              ticks unbatched
-        agent.check + finiteness guards -> per-seed metrics JSONL + W&B + TensorBoard
-        -> evaluation on its schedule -> checkpoint (named by env step)
-        -> W&B gets the rows of the chunks the checkpoint covers
+        agent.check + finiteness guards -> rows to every output (logger.outputs:
+        metrics JSONL, W&B, TensorBoard, ...) -> evaluation on its schedule
+        -> checkpoint (named by env step) -> the outputs flushed (W&B gets its rows)
 
 The tick array holds absolute tick indices, ``(c-1)*C + arange(C)``; a resumed run
 restores the state and continues the ticks at the saved offset, bit-identical to an
@@ -42,14 +43,13 @@ from launcher.checkpoint import Checkpointer
 from launcher.chunks import ChunkLoop, Launch
 from launcher.errors import ConfigError, RunStopped
 from launcher.interrupts import CtrlC
-from launcher.loggers import RunLoggers, finish_complete, kept_rows
+from launcher.loggers import OutputContext, RunOutputs, kept_rows, top_up
 from launcher.program import SeedProgram, seed_keys
 from launcher.progress import Progress
 from launcher.restore import Checkpoint
 from launcher.rundir import RunDir
 from launcher.schema import RunSpec
 from launcher.summary import RunResult
-from launcher.wandb_logger import WandbRuns
 
 log = logging.getLogger(__name__)
 
@@ -153,11 +153,12 @@ def _accept(
             finished = (restored.meta, restored.state)
             return _complete(spec, rd, n_chunks, finished, program, callbacks, plot)
         if restored is not None:
-            state, start, steps_done, wandb_ids = _resume(spec, rd, program, restored)
+            state, start, steps_done = _resume(spec, rd, program, restored)
         else:
-            state, start, steps_done, wandb_ids = _begin(spec, rd, program, callbacks)
+            state, start, steps_done = _begin(spec, program, callbacks)
         reference = callbacks.run_reference_rows(spec)
-        loggers = RunLoggers(spec, seeds, wandb_ids, rd, reference)
+        meta = restored.meta if restored is not None else None
+        loggers = RunOutputs(OutputContext(spec, rd.path, tuple(seeds), meta), reference)
     except BaseException:
         _discard(rd, fresh)
         raise
@@ -175,7 +176,6 @@ def _accept(
         start=start,
         steps_done=steps_done,
         resumed=restored is not None,
-        wandb_ids=wandb_ids,
     )
     return launch, state, stored
 
@@ -200,8 +200,8 @@ def _resume_point(
 
 def _resume(
     spec: RunSpec, rd: RunDir, program: SeedProgram, restored: Checkpoint
-) -> tuple[Any, int, int, dict[int, str]]:
-    """``(state, chunk, env step, W&B ids)`` to continue from ``restored``, migrated when the
+) -> tuple[Any, int, int]:
+    """``(state, chunk, env step)`` to continue from ``restored``, migrated when the
     run's length changed; ConfigError when the run is already past the asked length."""
     p, meta = spec.protocol, restored.meta
     if int(meta["timestep"]) > p.n_timesteps:
@@ -216,26 +216,22 @@ def _resume(
             state = program.migrate(state, restored.saved_length)
         except ValueError as err:
             raise ConfigError(f"protocol.n_timesteps: {err}") from None
-    wandb_ids = {int(k): v for k, v in meta["wandb_ids"].items()}
-    return state, int(meta["chunk"]), int(meta["timestep"]), wandb_ids
+    return state, int(meta["chunk"]), int(meta["timestep"])
 
 
-def _begin(
-    spec: RunSpec, rd: RunDir, program: SeedProgram, callbacks: Callbacks
-) -> tuple[Any, int, int, dict[int, str]]:
-    """``(state, 0, 0, W&B ids)`` of a new run: initialised, then the pretrain callbacks."""
+def _begin(spec: RunSpec, program: SeedProgram, callbacks: Callbacks) -> tuple[Any, int, int]:
+    """``(state, 0, 0)`` of a new run: initialised, then the pretrain callbacks."""
     seeds = list(spec.protocol.seeds)
     state = program.init(program.place(seed_keys(seeds)[0]))
     if callbacks.pretrain:
         state = program.place(callbacks.run_pretrain(state, spec))
-    wandb_ids = rd.read_wandb_ids() or WandbRuns.new_ids(seeds, spec.logger.mode)
-    return state, 0, 0, wandb_ids
+    return state, 0, 0
 
 
 def _open(launch: Launch, env: Any, stored: dict[str, Any] | None) -> Checkpointer:
-    """Write the accepted launch into its run dir (metrics rolled back to the restored
-    chunk, its launch record, run.json when new or changed, the W&B ids), open the
-    loggers; returns the writing checkpointer."""
+    """Write the accepted launch into its run dir (its launch record, run.json when new or
+    changed), open the outputs (the metrics files rolled back to the restored chunk, the
+    W&B ids kept); returns the writing checkpointer."""
     spec, rd, p = launch.spec, launch.rd, launch.spec.protocol
     start, steps_done = launch.start, launch.steps_done
     ckpt = Checkpointer(rd.checkpoints, p.keep_checkpoints, rd.corrupt)
@@ -243,7 +239,6 @@ def _open(launch: Launch, env: Any, stored: dict[str, Any] | None) -> Checkpoint
         log.info("resuming %s after chunk %d (timestep %d)", rd.path, start, steps_done)
     else:
         log.info("starting %s: %d chunks of %d ticks", rd.path, launch.n_chunks, launch.chunk_ticks)
-    rd.truncate_metrics(launch.seeds, start if launch.resumed else -1)
     origin = provenance.collect()
     record = {"started": time.time(), "resumed_at_step": steps_done, **origin}
     if spec.control.from_artifact is not None:  # a requeue of this command resumes here
@@ -252,8 +247,10 @@ def _open(launch: Launch, env: Any, stored: dict[str, Any] | None) -> Checkpoint
     if stored is None or stored.get("config_hash") != spec.config_hash:
         facts = _run_facts(launch.agent, env, launch.program)
         rd.write_run(spec, {**facts, "provenance": origin})
-    rd.write_wandb_ids(launch.wandb_ids)
-    launch.loggers.open(steps_done if launch.resumed else None)
+    if launch.resumed:
+        launch.loggers.open(steps_done, start)
+    else:
+        launch.loggers.open(None, None)
     return ckpt
 
 
@@ -266,7 +263,7 @@ def _train(
     shown = spec.logger.progress
     bar = Progress(spec.protocol.n_timesteps, launch.steps_done, shown, spec.run_name)
     loop = ChunkLoop(launch, state, ckpt, bar)
-    wandb_dirs = launch.loggers.offline_dirs()
+    wandb_dirs = launch.loggers.upload_dirs()
     try:
         with CtrlC() as ctrl_c:
             loop.run(ctrl_c)
@@ -307,8 +304,8 @@ def _complete(
     plot: bool,
 ) -> RunResult:
     """The result of relaunching a finished run (``finished``: its final checkpoint's
-    metadata and state): nothing trained, logged or written (but the rows its W&B logs
-    lack, after a kill that kept the last ones from W&B)."""
+    metadata and state): nothing trained, logged or written (but the rows an output with
+    ``top_up`` lacks: W&B's, after a kill that kept the last ones from W&B)."""
     meta, state = finished
     seeds = list(spec.protocol.seeds)
     finals: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
@@ -319,7 +316,7 @@ def _complete(
             finals[kind].append(last[-1] if last else {})
     curves = rd.plots / "learning_curves.png"
     log.info("%s is already complete (chunk %d)", rd.path, meta["chunk"])
-    wandb_dirs = finish_complete(spec, rd, kept, callbacks.run_reference_rows(spec))
+    wandb_dirs = top_up(spec, rd, meta, callbacks.run_reference_rows(spec))
     return RunResult(
         run_dir=rd.path,
         spec=spec,

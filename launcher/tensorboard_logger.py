@@ -1,6 +1,9 @@
-"""TensorBoard: one event-file directory (a TensorBoard run) per seed, the W&B scalars.
+"""TensorBoard, the ``tensorboard`` output (:class:`TensorBoardOutput`,
+:mod:`launcher.loggers`): one event-file directory (a TensorBoard run) per seed, the W&B
+scalars.
 
-``logger.tensorboard=true`` writes ``RUN_DIR/tensorboard/seed_<s>/`` with tensorboardX;
+``logger.tensorboard=true`` (or ``tensorboard`` in ``logger.outputs``) writes
+``RUN_DIR/tensorboard/seed_<s>/`` with tensorboardX;
 the ``logger=tensorboard`` preset turns it on with W&B disabled, and
 ``logger=offline logger.tensorboard=true`` (or ``online``) gives both. View the runs with
 ``tensorboard --logdir RUN_DIR/tensorboard`` (the ``tensorboard`` package).
@@ -28,12 +31,14 @@ way) starts with purge step 0 and the rows its metrics file kept: it holds the w
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from launcher.loggers import OutputContext, Start
 from launcher.rundir import read_metrics
 from launcher.schema import LoggerSpec
 
@@ -92,8 +97,8 @@ class TensorBoardRuns:
           run_dir: the run directory (event files go to ``run_dir/tensorboard``).
           resumed_at: the timestep of the checkpoint this launch resumes from; None for
             a run started afresh. Earlier launches' events after it are purged.
-          metrics_files: the seeds' metrics files, already cut back to that checkpoint;
-            a seed directory new to this launch gets their rows first.
+          metrics_files: the seeds' metrics files, already cut back to that checkpoint
+            (or their rows); a seed directory new to this launch gets their rows first.
         """
         self.seeds = list(seeds)
         self.root = Path(run_dir) / DIRECTORY
@@ -106,7 +111,7 @@ class TensorBoardRuns:
                 self.writers.append(_open(directory, int(resumed_at) + 1))
                 continue
             writer = _open(directory, 0)
-            for row in read_metrics(metrics) if Path(metrics).exists() else []:
+            for row in _rows(metrics):
                 _write(writer, row)
             writer.flush()
             self.writers.append(writer)
@@ -140,6 +145,41 @@ class TensorBoardRuns:
         for writer in self.writers:
             writer.close()
         self.writers = []
+
+
+class TensorBoardOutput:
+    """The ``tensorboard`` output (:mod:`launcher.loggers`): :class:`TensorBoardRuns`,
+    opened with the purge step of the checkpoint resumed from."""
+
+    def __init__(self, ctx: OutputContext) -> None:
+        self.ctx, self.runs = ctx, None
+
+    def open(self, start: Start) -> None:
+        """One event file per seed (purging the events past ``start.step``); the paper's
+        run once, with a fresh run."""
+        spec, ctx = self.ctx.spec, self.ctx
+        logger = dataclasses.replace(spec.logger, tensorboard=True)
+        self.runs = TensorBoardRuns(logger, ctx.seeds, ctx.run_dir, start.step, start.kept)
+        if start.step is None:
+            self.runs.log_reference(start.reference)
+
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        if self.runs is not None:
+            self.runs.log(rows)  # on disk (fsynced) before the chunk's checkpoint
+
+    def flush(self, step: int) -> None:
+        """Nothing to do: each row is on disk when written."""
+
+    def finish(self) -> None:
+        if self.runs is not None:
+            self.runs.finish()
+
+
+def _rows(metrics: Path | Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+    """A metrics file's rows (none if it does not exist), or the rows themselves."""
+    if isinstance(metrics, str | Path):
+        return read_metrics(Path(metrics)) if Path(metrics).exists() else []
+    return metrics
 
 
 def _open(directory: Path, purge_step: int | None) -> Any:

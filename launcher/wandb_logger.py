@@ -1,4 +1,5 @@
-"""Weights & Biases: one W&B run per seed, grouped by experiment, config logged.
+"""Weights & Biases: one W&B run per seed, grouped by experiment, config logged (the
+``wandb`` output, :mod:`launcher.wandb_output`).
 
 ``mode=offline`` (the default) needs no account and no network: each launch writes
 ``RUN_DIR/wandb/offline-run-<time>-<id>/``, uploaded later with ``wandb sync`` (which
