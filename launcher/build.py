@@ -1,8 +1,9 @@
 """The env and the agent of a RunSpec, and the one env-compatibility check.
 
-Env facts come from :func:`envs.facts` (static tables: nothing is built); its typed
-errors carry the argument at fault, which names the config key (``env.id``,
-``env.action_repeat``, ``env.episode_length``). Whether the agent can run the env is
+Env facts come from :func:`envs.facts` (static tables: nothing is built; a user's own env,
+``env.factory``, is built and checked by :mod:`envs.custom`); its typed errors carry the
+argument at fault, which names the config key (``env.id``, ``env.action_repeat``,
+``env.episode_length``, ``env.factory``). Whether the agent can run the env is
 decided by the agent's :class:`agent_api.EnvRequirements` from those facts, here and
 nowhere else in the launcher.
 """
@@ -27,11 +28,27 @@ def default_make_env(env_id: str, action_repeat: int, episode_length: int | None
     return envs.make(env_id, action_repeat=action_repeat, episode_length=episode_length)
 
 
+def custom_make_env(factory: str) -> MakeEnv:
+    """``envs.custom.make`` of a user's factory (``env.factory``), as a :data:`MakeEnv`."""
+
+    def make(env_id: str, action_repeat: int, episode_length: int | None) -> Any:
+        from envs import custom
+
+        return custom.make(factory, action_repeat, episode_length, name=env_id)
+
+    return make
+
+
 def env_facts(env: EnvSpecConfig) -> Any:
-    """:func:`envs.facts` of the configured env; ConfigError naming the key at fault."""
+    """:func:`envs.facts` of the configured env (a user's own env, ``env.factory``: built
+    and checked by :mod:`envs.custom`); ConfigError naming the key at fault."""
     import envs
 
     try:
+        if env.factory is not None:
+            from envs import custom
+
+            return custom.facts(env.factory, env.action_repeat, env.episode_length, env.id)
         return envs.facts(env.id, env.action_repeat, env.episode_length)
     except envs.EnvError as err:
         raise ConfigError(f"env.{err.field}: {err}") from None
@@ -90,7 +107,7 @@ def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
     """The env of ``spec``, checked against the agent (ConfigError on failure)."""
     if make is None:
         precheck(spec)
-        make = default_make_env
+        make = default_make_env if spec.env.factory is None else custom_make_env(spec.env.factory)
     try:
         env = make(spec.env.id, spec.env.action_repeat, spec.env.episode_length)
     except ValueError as err:  # an injected builder's own refusal

@@ -4,7 +4,8 @@ The one place the launcher talks to Hydra's compose API (public: ``hydra.compose
 ``GlobalHydra``'s config loader, ``ConfigStore``); Hydra and OmegaConf errors become
 :class:`ConfigError` lines (:func:`launcher.structured.message`). Before composing, the
 section schemas and each agent option's schema (from the entry its YAML names) are stored
-in Hydra's ConfigStore (:func:`register_schemas`, :mod:`launcher.structured`).
+in Hydra's ConfigStore (:func:`register_schemas`, :mod:`launcher.structured`), and with them
+the ``env`` group's options, generated from the env registry (no YAML per task).
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ def group_options(group: str, overrides: Sequence[str] = ()) -> list[str]:
     from hydra.core.global_hydra import GlobalHydra
 
     register_resolvers()
+    store_sections()  # the env options are generated into the ConfigStore
     hydra_overrides = [o for o in overrides if o.lstrip("+~").startswith("hydra.searchpath")]
     with _hydra_context():
         loader = GlobalHydra.instance().config_loader()

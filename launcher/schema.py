@@ -7,10 +7,11 @@ downstream (the run loop, the run directory, W&B) reads only these.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from agent_api.rules import bounded
+from agent_api.rules import added_later, bounded
 from launcher.identity import composed_hash, run_name
 
 CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics", "reference_rows", "run_end")
@@ -33,19 +34,42 @@ RUN_CONTROL = (
 TOP_LEVEL = ("agent", "model_size", "env", "protocol", "logger", "callbacks", *RUN_CONTROL)
 
 
+# env=custom: a user's own env, built by env.factory (docs/design.md §5.5).
+CUSTOM_ENV = "custom"
+# A custom env's id names its run directory: a plain name.
+_ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpecConfig:
-    """Which env to build: ``envs.make(id, action_repeat, episode_length)``.
+    """Which env to build: ``envs.make(id, action_repeat, episode_length)``, or a user's own
+    env: ``factory(action_repeat=..., episode_length=...)`` (:mod:`envs.custom`).
 
     Attributes:
-      id: a registered env id (``envs.list_envs()``).
+      id: a registered env id (``envs.list_envs()``); with ``factory``, the name of the
+        user's env in run names (``custom`` by default, not a registered id).
       action_repeat: backend steps per agent step (DMC protocol of both papers: 2).
       episode_length: the time limit in *backend* steps; None = the backend's own.
+      factory: ``package.module:function`` returning the user's env (an
+        ``envs.core.Env``); None = the registered env ``id``.
     """
 
     id: str
     action_repeat: int = bounded(1, low=1)
     episode_length: int | None = bounded(None, low=1)
+    factory: str | None = added_later(None, since="issue 45")
+
+    def __post_init__(self) -> None:
+        if self.factory is None and self.id == CUSTOM_ENV:
+            raise ValueError(
+                "env=custom is your own env: set env.factory=package.module:function "
+                "(a function returning an envs.Env; docs/design.md §5.5)"
+            )
+        if self.factory is not None and not _ENV_NAME.fullmatch(self.id):
+            raise ValueError(
+                f"id={self.id!r} names your env's run directory: use letters, digits, "
+                "'_', '.' and '-'"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,14 +114,9 @@ class Protocol:
 
 @dataclasses.dataclass(frozen=True)
 class LoggerSpec:
-    """Where metrics go: the outputs (:mod:`launcher.loggers`) and their settings.
+    """Where metrics go besides the local per-seed JSONL files (always written).
 
     Attributes:
-      outputs: the outputs, by name (``jsonl``, ``wandb``, ``tensorboard``) or import
-        path (``package.module:Class``), ``jsonl`` (the per-seed metrics files) always
-        among them; None: ``jsonl``, then ``wandb`` unless ``mode=disabled``, then
-        ``tensorboard`` if ``tensorboard`` (what the presets set). Resolved into the list,
-        with ``mode`` and ``tensorboard`` made to agree (:func:`launcher.loggers.resolve`).
       mode: W&B mode: ``offline`` (default; no account or network), ``online``,
         ``disabled``.
       project, entity: the W&B project and entity (None = the account's default).
@@ -113,7 +132,6 @@ class LoggerSpec:
         (:mod:`launcher.carry`); needs W&B (``mode`` offline or online).
     """
 
-    outputs: tuple[str, ...] | None = None
     mode: str = "offline"
     project: str = "wmrl"
     entity: str | None = None

@@ -95,7 +95,8 @@ def agent_schema(entry: Any) -> type:
 
 
 def store_sections() -> None:
-    """Store the launcher's own section schemas (idempotent)."""
+    """Store the launcher's own section schemas and the ``env`` group's options
+    (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
     from launcher.schema import SECTIONS
@@ -103,6 +104,42 @@ def store_sections() -> None:
     store = ConfigStore.instance()
     for name, cls in SECTIONS.items():
         store.store(group=GROUP, name=name, node=schema_of(cls))
+    store_envs()
+
+
+def env_options() -> dict[str, dict[str, Any]]:
+    """The ``env=`` options, generated from the env registry (no YAML per task): one per
+    registered id, ``{id}`` plus the ``action_repeat`` its backend declares for its options
+    when not 1 (``envs.core.Backend.preset_action_repeat``: 2 on DMC), then ``custom``, a
+    user's own env (``env=custom env.factory=pkg.module:make_env``, :mod:`envs.custom`)."""
+    import envs
+    from launcher.schema import CUSTOM_ENV
+
+    declared = envs.backends()
+    options = {}
+    for env_id in envs.list_envs():
+        node: dict[str, Any] = {"id": env_id}
+        repeat = declared[envs.backend_of(env_id)].preset_action_repeat
+        if repeat != 1:  # 1 is the schema's default: not restated
+            node["action_repeat"] = repeat
+        options[env_id] = node
+    options[CUSTOM_ENV] = {"id": CUSTOM_ENV}
+    return options
+
+
+def store_envs() -> None:
+    """Store :func:`env_options` as Hydra's ``env`` group, once per process (the
+    ``env/default/<protocol>.yaml`` files of ``conf/`` name them like YAML options)."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    try:
+        stored = {n.removesuffix(".yaml") for n in store.list("env")}
+    except OSError:  # nothing stored yet
+        stored = set()
+    for name, node in env_options().items():
+        if name not in stored:
+            store.store(group="env", name=name, node=node)
 
 
 def store_agent(option: str, entry: Any) -> None:
