@@ -114,9 +114,14 @@ class Protocol:
 
 @dataclasses.dataclass(frozen=True)
 class LoggerSpec:
-    """Where metrics go besides the local per-seed JSONL files (always written).
+    """Where metrics go: the outputs (:mod:`launcher.loggers`) and their settings.
 
     Attributes:
+      outputs: the outputs, by name (``jsonl``, ``wandb``, ``tensorboard``) or import
+        path (``package.module:Class``), ``jsonl`` (the per-seed metrics files) always
+        among them; None: ``jsonl``, then ``wandb`` unless ``mode=disabled``, then
+        ``tensorboard`` if ``tensorboard`` (what the presets set). Resolved into the list,
+        with ``mode`` and ``tensorboard`` made to agree (:func:`launcher.loggers.resolve`).
       mode: W&B mode: ``offline`` (default; no account or network), ``online``,
         ``disabled``.
       project, entity: the W&B project and entity (None = the account's default).
@@ -132,6 +137,7 @@ class LoggerSpec:
         (:mod:`launcher.carry`); needs W&B (``mode`` offline or online).
     """
 
+    outputs: tuple[str, ...] | None = None
     mode: str = "offline"
     project: str = "wmrl"
     entity: str | None = None
