@@ -25,12 +25,12 @@ SOURCE_RETURNS = "source_returns.json"
 
 def random_returns(task_set: str, episodes: int, seed: int = 0) -> dict[str, float]:
     """Each member's mean return under uniform random actions (``episodes`` fresh episodes,
-    ``envs/random_policy.py``)."""
+    ``benchmarks/_random_policy.py``)."""
     import jax
     import numpy as np
+    from _random_policy import random_returns as policy_returns
 
     import envs
-    from envs.random_policy import random_returns as policy_returns
 
     ts = envs.make(task_set)
     key = jax.random.key(seed)

@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/random_returns.py [--envs pendulum acrobot] [--episodes 100]
 
-The policy and the rollout: ``envs/random_policy.py``, at each env's default time limit.
+The policy and the rollout: ``benchmarks/_random_policy.py``, at each env's default time limit.
 Prints one line per env: the mean return, its standard error and the min..max. DMC tasks take their
 papers' action repeat (2); the others 1.
 """
@@ -17,9 +17,9 @@ os.environ.setdefault("MUJOCO_GL", "disable")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from _random_policy import random_returns as policy_returns  # noqa: E402
 
 import envs  # noqa: E402
-from envs.random_policy import random_returns as policy_returns  # noqa: E402
 
 GYMNAX = ["pendulum", "cartpole", "acrobot", "mountain_car", "mountain_car_continuous"]
 

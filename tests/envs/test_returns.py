@@ -36,7 +36,9 @@ def test_ranges_follow_the_time_limit_and_levels_only_the_default_one():
 def test_random_policy_returns_count_each_step_once_and_stop_at_done():
     import jax
 
-    from envs.random_policy import random_returns
+    from tests.launcher.launcher_fakes import benchmark_script
+
+    random_returns = benchmark_script("_random_policy").random_returns  # a study's helper
 
     # probe_constant_reward pays 1 per step whatever the action: T 20 -> exactly 20
     out = random_returns(envs.make("probe_constant_reward"), 3, jax.random.key(0))

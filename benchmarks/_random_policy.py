@@ -4,7 +4,9 @@ ones a uniform index as a one-hot), ``episodes`` episodes vmapped in one ``lax.s
 env's time limit; rewards after an episode's first ``done`` are not counted.
 
 Used for the random-policy levels of ``envs/returns.py`` (``benchmarks/random_returns.py``)
-and the multi-task validation's random scores (``benchmarks/multitask_validation.py``).
+and the multi-task validation's random scores (``benchmarks/multitask_validation.py``): a
+study's helper, kept out of the ``envs`` package, which holds only what runs use. Imported
+as ``_random_policy`` (benchmarks/ is ``sys.path[0]`` when a benchmark runs as a script).
 """
 
 from __future__ import annotations
