@@ -28,6 +28,7 @@ from test_launcher_wandb_resume import wandb_rows
 from launcher import faults
 from launcher.cli import compose_spec
 from launcher.cli import main as cli_main
+from launcher.loggers import OUTPUTS
 from launcher.rundir import read_metrics
 from launcher.tensorboard_logger import seed_dir
 
@@ -146,6 +147,25 @@ def test_presets_are_aliases_of_output_lists():
     # the outputs are not part of the run's identity (nor its name)
     names = {compose_spec([*base, *extra]).run_name for extra in cases}
     assert len(names) == 1
+
+
+def test_the_run_loop_imports_no_output():
+    """The run loop (launcher.run, launcher.chunks) and the protocol (launcher.loggers) name
+    no output module: the outputs come from the list, by import path."""
+    import ast
+
+    outputs = {path.partition(":")[0] for path in OUTPUTS.values()}
+    outputs |= {"launcher.wandb_logger", "launcher.wandb_history"}
+    for name in ("run", "chunks", "loggers"):
+        tree = ast.parse((Path(__file__).parents[2] / "launcher" / f"{name}.py").read_text())
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                imported |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        assert "launcher.rundir" in imported  # the walk sees the imports
+        assert not imported & outputs, name
 
 
 def test_an_output_from_outside_gets_the_rows_of_the_metrics_files(outside, tmp_path):
