@@ -12,6 +12,7 @@ import yaml
 
 import envs
 from launcher.cli import check_overrides
+from launcher.structured import env_options
 
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "dreamerv3_paper_dmc.yaml"
 
@@ -61,11 +62,10 @@ def test_sweep_envs_are_the_mapped_ids_registered_at_repeat_2():
     sweep_envs = yaml.safe_load(text)["hydra"]["sweeper"]["params"]["env"].split(",")
     assert sweep_envs == list(mapped.values())
     assert len(set(sweep_envs)) == len(sweep_envs)
-    env_files = importlib.resources.files("conf") / "env"
+    options = env_options()  # the env= options, generated from the registry
     for env_id in sweep_envs:
         assert env_id in envs.list_envs()
-        env_yaml = yaml.safe_load((env_files / f"{env_id}.yaml").read_text())
-        assert env_yaml["id"] == env_id and env_yaml["action_repeat"] == 2, env_id
+        assert options[env_id] == {"id": env_id, "action_repeat": 2}, env_id
 
 
 def test_sweep_jobs_compose_into_the_paper_protocol():
