@@ -16,7 +16,8 @@ Per tick:
 Every random draw comes from the seed's key folded with the absolute tick, so a run split
 into chunks is bit-identical to an uninterrupted one. Counters (docs/design.md §3): ``timestep``
 counts rows (one per env per tick), ``env_frames`` = rows x action repeat. The logged
-training metrics are their means over the chunk's updates (the reference's ``Agg``);
+training metrics are their means over the chunk's updates (the reference's ``Agg``; the
+shared skeleton ``agents/common/loop.py``, docs/design.md §4.4);
 ``Train/episodic mean reward`` is the mean return of the training episodes that ended in
 the chunk, the stochastic policy's (the reference's ``episode/score``).
 """

@@ -12,7 +12,10 @@
 
 Every random draw is derived from the seed's key folded with the absolute tick, so a run
 split into chunks (``train(s, arange(0, k))`` then ``train(s, arange(k, n))``) is
-bit-identical to an uninterrupted one.
+bit-identical to an uninterrupted one. The scan, the update loop and the chunk's metrics
+are the shared skeleton's (``agents/common/loop.py``, docs/design.md §4.4): ``Train/*`` of
+an update metric is its mean over the chunk's updates (the reference logs the last
+update's, deviation T50).
 
 Terminations are refused: an env that can terminate is rejected at construction, and
 the collector counts off-schedule dones and terminal rows so the caller can raise after

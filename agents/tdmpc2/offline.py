@@ -8,7 +8,9 @@ uniform start inside that episode's own ``[0, T_i - H]``, with the episodes' tas
 update's :class:`~agents.tdmpc2.multitask.TaskContext`. No planning in training. ``data`` is
 the dataset (``shared_inputs``): the launcher passes it to the compiled program as an
 unbatched argument shared by every seed (agent_api), never a closed-over constant nor a
-per-seed copy (tested on the lowered program).
+per-seed copy (tested on the lowered program). The scan and the chunk's metrics are the
+shared skeleton's (``agents/common/loop.py``): ``Train/*`` are means over the chunk's
+updates (T50).
 
 ``evaluate`` runs every task in turn (a Python loop in the traced function: one scan per
 task, the task's own env and episode length) with the eval-mode planner of the padded model
