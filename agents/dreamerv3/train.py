@@ -248,7 +248,7 @@ def train_step(
         retnorm=retnorm,
         updates=state.updates + 1,
     )
-    metrics = {**metrics, "loss": total, "opt/grad_norm": optax.global_norm(grads)}
+    metrics = {**metrics, "loss": total, "opt/grad_norm": optax.tree.norm(grads)}
     f32 = lambda x: cast(x, jnp.float32)  # noqa: E731
     outs = {
         "replay_deter": f32(post.deter),
