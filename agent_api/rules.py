@@ -17,7 +17,7 @@ A field added after runs were launched without it says so where it is declared::
     q_scale_per_task: bool = added_later(False, since="issue 32, deviation T49")
 
 At its default (the value those runs had implicitly) the launcher leaves it out of a
-run's identity (:func:`added_defaults`, read by ``launcher.identity``), so older runs keep
+run's identity (:func:`added_defaults`, read by ``launcher.config.identity``), so older runs keep
 their names and hashes and resume; any other value is part of the identity. No JAX here.
 """
 

@@ -4,7 +4,7 @@ The plug-in contract (:class:`agent_api.AgentEntry`) carries what the launcher n
 run an agent; these figures hang off it as one optional part, :class:`AgentTables`:
 
 * ``paper``: its published curves (:class:`PaperReference`), read by the analysis
-  package (``python -m launcher.report ... --compare paper``, the paper line logged
+  package (``python -m analysis ... --compare paper``, the paper line logged
   beside a run);
 * ``cpu_cost`` / ``cpu_seconds_per_step``: its CPU cost (:class:`CpuCost`), the
   launcher's CPU budget and a dry run's CPU figure;
@@ -26,7 +26,7 @@ from typing import Any
 class CpuCost:
     """What one seed of a run costs on one CPU core, from the agent's own model of its
     resolved config (``AgentTables.cpu_cost``): the CPU budget's estimate
-    (``launcher.guards``) and a dry run's CPU figure. Seconds are CPU seconds of one core.
+    (``launcher.config.guards``) and a dry run's CPU figure. Seconds are CPU seconds of one core.
 
     Attributes:
       train_s: training the run's agent steps (its updates and its acting).
@@ -73,7 +73,7 @@ class AcceleratorCost:
 class PaperReference:
     """An agent's published curves: where the derived table is, how it is rebuilt from
     the reference's files, and what it measures (``analysis.paper_curves``,
-    ``python -m launcher.report ... --compare paper``).
+    ``python -m analysis ... --compare paper``).
 
     Attributes:
       table: ``"package:file.json"``: the committed derived table (in the agent's package).

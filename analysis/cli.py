@@ -1,5 +1,6 @@
-"""``python -m launcher.report RUN_DIR [RUN_DIR ...] [--compare paper]``: the report's command
-line (:mod:`launcher.report` is its entry point).
+"""``python -m analysis RUN_DIR [RUN_DIR ...] [--compare paper]``: the report's command
+line (``python -m analysis``, :mod:`analysis.__main__`; ``python -m launcher.report`` is
+its old spelling).
 
 One run: its learning curves (:mod:`analysis.report`); several runs, or a sweep's
 directory: the runs overlaid (:mod:`analysis.overlay`); ``--compare paper``: the runs
@@ -22,7 +23,7 @@ from launcher.errors import ConfigError
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry; returns the exit status (0, or 2 after printing ``error: ...``)."""
-    parser = argparse.ArgumentParser(prog="python -m launcher.report", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
     parser.add_argument(
         "run_dir",
         type=Path,

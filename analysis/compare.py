@@ -1,4 +1,4 @@
-"""``python -m launcher.report RUN_DIR [RUN_DIR ...] --compare paper``: runs against the
+"""``python -m analysis RUN_DIR [RUN_DIR ...] --compare paper``: runs against the
 published curves, judged by :mod:`analysis.acceptance`.
 
 Each argument is a run directory (it holds ``run.json``) or a sweep directory (the run
@@ -27,10 +27,11 @@ from typing import Any
 from analysis import acceptance, paper_curves
 from analysis.plotting import Reference, draw_panel
 from analysis.report import action_repeat, load_curves, panel_series, plot_run
-from launcher.compose import compose_spec
+from launcher.config.compose import compose_spec
+from launcher.config.identity import diff, identity
 from launcher.errors import ConfigError
-from launcher.identity import diff, identity
-from launcher.rundir import RUN_FILE, RunDir
+from launcher.store import rundir
+from launcher.store.rundir import RUN_FILE, RunDir
 
 COLUMNS = (
     "task",
@@ -74,9 +75,7 @@ def find_runs(paths: Sequence[Path | str]) -> list[Path]:
             continue
         if not path.is_dir():
             raise ConfigError(f"{path}: no such run or sweep directory")
-        found = sorted(
-            {p.parent for depth in ("*", "*/*", "*/*/*") for p in path.glob(f"{depth}/{RUN_FILE}")}
-        )
+        found = rundir.find_runs(path)
         if not found:
             raise ConfigError(f"{path}: no run directories (no {RUN_FILE}) in it or below it")
         runs.extend(found)

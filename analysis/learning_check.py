@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from launcher.rundir import read_metrics
+from launcher.store.rundir import RunDir, read_metrics
 
 DREAMERV3_CHECKS = {
     "cartpole": dict(window=(12_000, 24_000), threshold=250.0, every_seed=False),
@@ -34,13 +34,13 @@ def seed_rows(run_dir: Path | str) -> dict[int, tuple[dict[int, dict], dict[int,
     """``{seed: (train rows by chunk, eval rows by chunk)}`` from ``metrics/seed_<s>.jsonl``
     (the launcher's reader: a cut last line is skipped)."""
     out = {}
-    for path in Path(run_dir, "metrics").glob("seed_*.jsonl"):
+    for seed, path in RunDir(run_dir).metrics_files().items():
         train: dict[int, dict] = {}
         evals: dict[int, dict] = {}
         for row in read_metrics(path):
             {"train": train, "eval": evals}.get(row["kind"], {})[row["chunk"]] = row
-        out[int(path.stem.split("_")[1])] = (train, evals)
-    return dict(sorted(out.items()))
+        out[seed] = (train, evals)
+    return out
 
 
 def judge_dreamerv3(name: str, run_dir: Path | str) -> dict[str, Any]:

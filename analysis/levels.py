@@ -9,7 +9,6 @@ no reference. :func:`panel_levels` is pure; :func:`run_levels` reads ``run.json`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from analysis import paper_curves
 from analysis.acceptance import RULE
 from analysis.plotting import Level
 from envs.returns import EpisodeReturns, episode_returns
-from launcher.rundir import RUN_FILE
+from launcher.store.rundir import peek_run
 
 KINDS = ("train", "eval")
 
@@ -79,11 +78,7 @@ def panel_levels(
 def run_facts(run_dir: Path | str) -> dict[str, Any]:
     """``agent`` (name), ``agent_section`` (the composed config's), ``env_id`` and
     ``episode_length`` of a run from its ``run.json`` (missing ones: None / {})."""
-    try:
-        data = json.loads((Path(run_dir) / RUN_FILE).read_text())
-    except (OSError, ValueError):
-        data = {}
-    data = data if isinstance(data, dict) else {}
+    data = peek_run(run_dir)
     ident = data.get("identity") if isinstance(data.get("identity"), dict) else {}
     env = ident.get("env") if isinstance(ident.get("env"), dict) else {}
     agent = ident.get("agent") if isinstance(ident.get("agent"), dict) else {}

@@ -1,4 +1,4 @@
-"""``python -m launcher.report RUN_A RUN_B ...``: several runs in one figure.
+"""``python -m analysis RUN_A RUN_B ...``: several runs in one figure.
 
 Each argument is a run directory (it holds ``metrics/``) or a directory with run
 directories below it (a sweep, a multirun: those with a ``run.json``, up to three levels
@@ -29,9 +29,9 @@ from typing import Any
 from analysis.levels import run_facts
 from analysis.plotting import OverlayPanel, PanelSeries, RunLine, overlay_figure
 from analysis.report import panel_series
+from launcher.config.identity import flatten, plain
 from launcher.errors import ConfigError
-from launcher.identity import flatten, plain
-from launcher.rundir import RUN_FILE
+from launcher.store.rundir import RunDir, find_runs
 
 MAX_KEYS = 2  # differing keys shown in a label (then "+N more"): a legend line fits a panel
 KIND_TITLES = {"train": "training episodes", "eval": "evaluation episodes"}
@@ -46,13 +46,12 @@ def expand_runs(paths: Sequence[Path | str]) -> list[Path]:
     """
     runs: list[Path] = []
     for path in map(Path, paths):
-        if (path / "metrics").is_dir():
+        if RunDir(path).metrics.is_dir():
             found = [path]
         elif not path.is_dir():
             raise ConfigError(f"{path}: no such run directory")
         else:
-            depths = ("*", "*/*", "*/*/*")
-            found = sorted({p.parent for d in depths for p in path.glob(f"{d}/{RUN_FILE}")})
+            found = find_runs(path)
             if not found:
                 raise ConfigError(
                     f"{path}: no metrics files (metrics/seed_<s>.jsonl) and no run "

@@ -7,8 +7,8 @@ budget). The table holds, per env id, the per-seed curves (x in env frames) copi
 the reference's files, which are not committed (their sha256 is recorded). Rebuilt /
 checked (check: exit 1 when the committed table differs; 2 for bad input) with::
 
-    python -m launcher.paper_curves build --agent NAME --src reference_results
-    python -m launcher.paper_curves check --agent NAME --src reference_results
+    python -m analysis paper-curves build --agent NAME --src reference_results
+    python -m analysis paper-curves check --agent NAME --src reference_results
 
 Readers of the source formats (:data:`READERS`): ``scores_json_gz`` (a gzip'd JSON list
 of ``{task, method, seed, xs, ys}``) and ``csv_per_task`` (``<task>.csv`` with columns
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from agent_api import AgentEntry, PaperReference
-from launcher.compose import compose
-from launcher.config import load_entry
+from launcher.config.compose import compose
+from launcher.config.validate import load_entry
 from launcher.errors import ConfigError
 
 FORMAT = 1
@@ -138,7 +138,7 @@ def build(ref: PaperReference, src: Path | str) -> dict[str, Any]:
     }
     return {
         "format": FORMAT,
-        "generated_by": "python -m launcher.paper_curves build --agent <name> --src <dir>",
+        "generated_by": "python -m analysis paper-curves build --agent <name> --src <dir>",
         "source": ref.source,
         "sources": sources,
         "metric": ref.metric,
@@ -288,7 +288,7 @@ def curve(agent: Mapping[str, Any], env_id: str) -> PaperCurve | None:
 # ---------------------------------------------------------------------- CLI
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        "python -m launcher.paper_curves",
+        "python -m analysis paper-curves",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {out} ({out.stat().st_size} bytes)")
         return 0
     if not out.is_file() or out.read_text() != text:
-        fix = f"python -m launcher.paper_curves build --agent {args.agent} --src {args.src}"
+        fix = f"python -m analysis paper-curves build --agent {args.agent} --src {args.src}"
         print(f"{out} differs from a rebuild from {args.src}; run: {fix}", file=sys.stderr)
         return 1
     print(f"{out} matches a rebuild from {args.src}")

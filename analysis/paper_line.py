@@ -1,7 +1,7 @@
 """The paper's curve as logger rows: the launcher's default ``reference_rows`` hook.
 
 ``conf/config.yaml`` names :func:`paper_rows` under ``callbacks.reference_rows``; the
-launcher loads it by import path (:mod:`launcher.callbacks`, like any user hook) and logs
+launcher loads it by import path (:mod:`launcher.loop.callbacks`, like any user hook) and logs
 its rows once per run to each seed's W&B run and to TensorBoard's ``paper/`` run, so the
 run loop itself imports nothing of this package.
 """
@@ -42,7 +42,7 @@ def wandb_reference_rows(
 
 def paper_rows(spec: Any) -> list[dict[str, float]]:
     """The ``reference_rows`` hook: the paper's curve of a run (a
-    :class:`launcher.schema.RunSpec`) on its env, up to the run's end in env frames
+    :class:`launcher.config.schema.RunSpec`) on its env, up to the run's end in env frames
     (``n_timesteps`` x action repeat); [] for an agent or env without a published curve."""
     agent = spec.config.get("agent")
     if not isinstance(agent, Mapping):

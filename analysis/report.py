@@ -1,4 +1,4 @@
-"""A run's learning curves per seed, mean and spread, as PNG (``python -m launcher.report
+"""A run's learning curves per seed, mean and spread, as PNG (``python -m analysis
 RUN_DIR``, :mod:`analysis.cli`; ``--compare paper``: against the published curves, judged,
 :mod:`analysis.compare`; several run directories, or a sweep's: the runs overlaid,
 :mod:`analysis.overlay`).
@@ -21,8 +21,6 @@ Exit status 2 with one message if the directory, its metrics or the reference ar
 from __future__ import annotations
 
 import csv
-import json
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,7 @@ from analysis.plotting import (
     build_figure,
 )
 from launcher.errors import ConfigError
-from launcher.rundir import RUN_FILE, read_metrics
+from launcher.store.rundir import RunDir, peek_run, read_metrics
 
 PANELS = (
     ("train", "Train/episodic mean reward", "training episodes"),
@@ -55,12 +53,7 @@ Points = list[tuple[float, float]]
 def action_repeat(run_dir: Path | str) -> int | None:
     """The run's action repeat from ``run.json`` (``identity.env`` first, then
     ``env_spec``); None when the file, the key or a positive integer is missing."""
-    try:
-        data = json.loads((Path(run_dir) / RUN_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = peek_run(run_dir)
     for section in (data.get("identity", {}).get("env", {}), data.get("env_spec", {})):
         value = section.get("action_repeat") if isinstance(section, dict) else None
         if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
@@ -73,15 +66,10 @@ def _seed_rows(run_dir: Path) -> dict[int, list[dict[str, Any]]]:
     """seed -> metric rows; ConfigError for a missing directory or no metrics files."""
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: no such run directory")
-    files = sorted((run_dir / "metrics").glob("seed_*.jsonl"))
+    files = RunDir(run_dir).metrics_files()
     if not files:
         raise ConfigError(f"{run_dir}: no metrics files (metrics/seed_<s>.jsonl); not a run dir?")
-    rows: dict[int, list[dict[str, Any]]] = {}
-    for path in files:
-        match = re.fullmatch(r"seed_(\d+)\.jsonl", path.name)
-        if match is not None:
-            rows[int(match.group(1))] = read_metrics(path)
-    return rows
+    return {seed: read_metrics(path) for seed, path in files.items()}
 
 
 def _curves(

@@ -248,8 +248,8 @@ class RefWorker:
         cmd += ["--envs", str(args.envs), "--obs", str(obs), "--act", str(act)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
         env.update(XLA_FLAGS=xla_flags, PYTHONPATH="")
-        if getattr(args, "ref_malloc", "same") == "default":  # undo launcher/malloc.py
-            from launcher.malloc import glibc_env  # client side: our venv
+        if getattr(args, "ref_malloc", "same") == "default":  # undo launcher/loop/malloc.py
+            from launcher.loop.malloc import glibc_env  # client side: our venv
 
             env = glibc_env(env)
         self.log = pathlib.Path(args.ref_log.format(size=size))

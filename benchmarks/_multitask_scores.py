@@ -42,7 +42,7 @@ def random_returns(task_set: str, episodes: int, seed: int = 0) -> dict[str, flo
 
 def source_returns(run_dir: Path, episodes: int) -> list[float]:
     """A source run's final in-run evaluation (seed 0): its ``episodes`` returns."""
-    from launcher.rundir import read_metrics
+    from launcher.store.rundir import read_metrics
 
     path = run_dir / "metrics" / "seed_0.jsonl"
     evals = [r for r in read_metrics(path) if EVAL_KEY in r] if path.is_file() else []
@@ -65,8 +65,8 @@ def recorded_sources(data: Path) -> dict[str, list[float]]:
 def evaluate_draws(plan: Plan, root: Path, run: str, tasks: Sequence[str], updates: int) -> None:
     """Every missing draw of ``run``'s final checkpoint (module docstring): per task
     ``eval_draw`` returns, written to ``root/evals/<run>/draw_<d>.json`` as each draw ends."""
-    from launcher.cache import enable_compile_cache
-    from launcher.evaluate import evaluate_run
+    from launcher.loop.cache import enable_compile_cache
+    from launcher.tools.evaluate import evaluate_run
 
     enable_compile_cache()  # every draw after the first loads the compiled evaluation
     n = plan.eval_draw

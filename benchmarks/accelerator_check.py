@@ -43,7 +43,7 @@ agents' ``AgentTables.accelerator_seconds_per_step`` (the dry run's estimate) by
 
 ``--tiny``: the same code on CPU-sized inputs (the CI smoke configs of
 ``conf/agent_protocol/*_smoke.yaml``, gymnax pendulum instead of walker_walk, 2 envs,
-seeds 1 / 2, 2 timed calls, XLA at ``launcher.program.FAST_COMPILE``), on CPU with
+seeds 1 / 2, 2 timed calls, XLA at ``launcher.loop.program.FAST_COMPILE``), on CPU with
 ``JAX_PLATFORMS=cpu`` on a GPU machine: about 47 s on one core of a 2-core box, nearly all of
 it tracing and compiling; ``tests/launcher/test_accelerator_check.py`` runs it.
 
@@ -66,7 +66,7 @@ import time
 import traceback
 from collections.abc import Callable
 
-from launcher.malloc import reexec_with_fast_malloc
+from launcher.loop.malloc import reexec_with_fast_malloc
 
 reexec_with_fast_malloc()  # as the launcher does (XLA:CPU's per-call buffers); a no-op on a re-exec
 _USER_XLA_FLAGS = os.environ.get("XLA_FLAGS")
@@ -93,7 +93,7 @@ from _accelerator_sections import (  # noqa: E402
 )
 from _machine import machine_info  # noqa: E402
 
-from launcher.program import FAST_COMPILE, xla_flags  # noqa: E402
+from launcher.loop.program import FAST_COMPILE, xla_flags  # noqa: E402
 
 SECTIONS = ("dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "tdmpc2_phases", "dv3_seeds")
 

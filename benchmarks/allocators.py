@@ -6,7 +6,7 @@
 Each variant runs ``dreamerv3_speed.py --skip-reference --seeds 0`` for one size at a time in
 a fresh process (one pinned thread, as there) with the variant's environment, and this script
 reads that process's peak resident set (``wait4``'s ``ru_maxrss``: the compile plus the timed
-train and policy steps). Variants (why they differ: ``launcher/malloc.py``):
+train and policy steps). Variants (why they differ: ``launcher/loop/malloc.py``):
 
 - ``glibc``: glibc's defaults (``WMRL_MALLOC=default``), blocks over 32 MiB ``mmap``ed per call;
 - ``hugetlb``: ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (transparent huge pages);
@@ -31,7 +31,7 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from launcher import malloc  # noqa: E402
+from launcher.loop import malloc  # noqa: E402
 
 _NOMMAP = ":".join(
     (

@@ -25,7 +25,7 @@ chunk) and ``wandb/`` (offline W&B files; each seed's id in ``wandb_ids.json`` l
 next launch continue the same W&B run). A packed file is a hand-over, not an archive.
 
 Written by hand (the standard library's tarfile) because the selection, newest checkpoint
-only, is specific to the launcher's layout (``launcher/rundir.py``).
+only, is specific to the launcher's layout (``launcher/store/rundir.py``).
 """
 
 from __future__ import annotations

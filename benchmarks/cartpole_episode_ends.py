@@ -22,7 +22,7 @@ import numpy as np
 
 from agents.dreamerv3.train import init_carry
 from envs.row_collector import RowCollector
-from launcher.restore import restore_run
+from launcher.store.restore import restore_run
 
 X_LIMIT, THETA_LIMIT = 2.4, 12 * 2 * np.pi / 360  # gymnax CartPole-v1 termination bounds
 

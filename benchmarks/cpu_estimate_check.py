@@ -8,7 +8,7 @@ Runs: each launch is ``python -m launcher OVERRIDES +allow_long_cpu_run=true`` i
 directory, one at a time, with the persistent compile cache off (``WMRL_COMPILE_CACHE=off``:
 the estimate counts the compile), the default offline W&B logger. Measured: wall time and
 the CPU time (user + sys) of the launch and its children (``getrusage(RUSAGE_CHILDREN)``,
-what ``/usr/bin/time`` reports). Estimated: :func:`launcher.cpu_budget.estimate` of the same
+what ``/usr/bin/time`` reports). Estimated: :func:`launcher.config.cpu_budget.estimate` of the same
 overrides on this process's cores (wall) and on one core (CPU). Prints one table row per run
 and the ratios estimated / measured (the goal: within 2x).
 
@@ -60,8 +60,8 @@ RUNS = {
 
 def estimate(overrides: list[str]) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "launcher"))  # the fake agent's entry
-    from launcher import cpu_budget
     from launcher.cli import compose_spec
+    from launcher.config import cpu_budget
 
     spec = compose_spec([*overrides, "+allow_long_cpu_run=true"])
     here = cpu_budget.estimate(spec)

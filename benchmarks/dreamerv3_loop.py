@@ -24,9 +24,9 @@ import os
 import statistics
 import time
 
-from launcher.malloc import reexec_with_fast_malloc  # noqa: E402
+from launcher.loop.malloc import reexec_with_fast_malloc  # noqa: E402
 
-reexec_with_fast_malloc()  # as the launcher does (launcher/malloc.py)
+reexec_with_fast_malloc()  # as the launcher does (launcher/loop/malloc.py)
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 os.environ["XLA_FLAGS"] = XLA_FLAGS  # before jax starts its backend
 

@@ -45,9 +45,9 @@ import time
 
 import _refs  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 
-from launcher.malloc import reexec_with_fast_malloc  # noqa: E402
+from launcher.loop.malloc import reexec_with_fast_malloc  # noqa: E402
 
-reexec_with_fast_malloc()  # as the launcher does (launcher/malloc.py)
+reexec_with_fast_malloc()  # as the launcher does (launcher/loop/malloc.py)
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 os.environ["XLA_FLAGS"] = XLA_FLAGS  # before jax starts its backend
 
@@ -361,7 +361,7 @@ def main() -> None:
         "--ref-malloc",
         choices=["same", "default"],
         default="same",
-        help="same: the reference runs with our GLIBC_TUNABLES (launcher/malloc.py); "
+        help="same: the reference runs with our GLIBC_TUNABLES (launcher/loop/malloc.py); "
         "default: with glibc's defaults, as its own launcher runs it",
     )
     p.add_argument("--out", default=None, help="write all results as JSON")

@@ -42,7 +42,7 @@ from agents.tdmpc2.buffer import gather_windows
 from agents.tdmpc2.offline import sample_windows
 from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import TASK_EMB
-from launcher.restore import restore_run
+from launcher.store.restore import restore_run
 
 
 def q_ranges(run_dir: str, windows: int, seed: int = 0, at_most: int | None = None) -> dict:

@@ -158,7 +158,7 @@ def run_stage(
             if rc := launch(source_overrides(plan, name), root / "sources" / name):
                 return rc
     elif stage == "export":
-        from launcher.export import export_run
+        from launcher.tools.export import export_run
 
         recorded = recorded_sources(data)
         for name in tasks:
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from launcher.malloc import reexec_with_fast_malloc
+    from launcher.loop.malloc import reexec_with_fast_malloc
 
     reexec_with_fast_malloc()  # the evaluate stage runs in this process
     sys.exit(main())

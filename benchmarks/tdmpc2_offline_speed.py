@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from agents.tdmpc2.dataset import TaskInfo
     from agents.tdmpc2.multitask_config import MultiTaskConfig
     from agents.tdmpc2.offline import TDMPC2MultiTask, synthetic_dataset
-    from launcher.program import SeedProgram, seed_keys
+    from launcher.loop.program import SeedProgram, seed_keys
 
     ts = envs.make("mt3_cpu")
     infos = [TaskInfo.from_spec(ts.member_env(i).spec) for i in range(len(ts.names))]
@@ -90,14 +90,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def reference_update(args, tasks: list, task_dim: int) -> dict:
     """The reference's multi-task ``update()`` timed in its venv (one JSON line back)."""
-    from launcher.malloc import glibc_env
+    from launcher.loop.malloc import glibc_env
 
     root = pathlib.Path(__file__).resolve().parent.parent
     spec = json.dumps({"tasks": tasks, "task_dim": task_dim})
     cmd = [args.ref_python, str(root / "benchmarks" / "_tdmpc2_ref_timer.py"), "--ref", args.ref]
     cmd += ["--size", str(args.size), "--batch", str(args.batch), "--threads", "1"]
     cmd += ["--repeats", str(args.repeats), "--multitask", spec]
-    # the reference as its own scripts run it: glibc's malloc (launcher/malloc.py undone)
+    # the reference as its own scripts run it: glibc's malloc (launcher/loop/malloc.py undone)
     env = {**glibc_env(os.environ), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env, check=False)
     if p.returncode:
@@ -106,7 +106,7 @@ def reference_update(args, tasks: list, task_dim: int) -> dict:
 
 
 if __name__ == "__main__":
-    from launcher.malloc import reexec_with_fast_malloc
+    from launcher.loop.malloc import reexec_with_fast_malloc
 
-    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/malloc.py)
+    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/loop/malloc.py)
     sys.exit(main())

@@ -68,7 +68,7 @@ from _tdmpc2_ours import (  # noqa: E402
 )
 
 from agents.tdmpc2.world_model import WorldModel, count_params
-from launcher.malloc import glibc_env
+from launcher.loop.malloc import glibc_env
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -107,7 +107,7 @@ def run_reference(size: int, args) -> dict:
         "--iterations",
         str(args.iterations),
     ]
-    # the reference as its own scripts run it: glibc's malloc (launcher/malloc.py undone)
+    # the reference as its own scripts run it: glibc's malloc (launcher/loop/malloc.py undone)
     env = {**glibc_env(os.environ), "OMP_NUM_THREADS": str(args.threads)}
     env["MKL_NUM_THREADS"] = str(args.threads)
     t = time.perf_counter()
@@ -370,7 +370,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from launcher.malloc import reexec_with_fast_malloc
+    from launcher.loop.malloc import reexec_with_fast_malloc
 
-    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/malloc.py)
+    reexec_with_fast_malloc()  # as the launcher runs ours (launcher/loop/malloc.py)
     main()

@@ -2,10 +2,10 @@
 
 import sys
 
-from launcher.malloc import reexec_with_fast_malloc
+from launcher.loop.malloc import reexec_with_fast_malloc
 
 if __name__ == "__main__":
-    reexec_with_fast_malloc()  # before anything allocates: see launcher/malloc.py
+    reexec_with_fast_malloc()  # before anything allocates: see launcher/loop/malloc.py
     from launcher.cli import main
 
     sys.exit(main())

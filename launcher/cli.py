@@ -4,16 +4,16 @@ Before Hydra runs anything, :func:`check_overrides` composes and validates the j
 config: unknown group options and keys, wrong types and values, invalid combinations,
 env facts, the run directory's path and, on a machine without an accelerator, the
 launch's estimated wall time. A ``-m`` sweep gets the command line's checks here
-(:func:`launcher.precheck.check_command`) and every job's in Hydra's sweeper, before it
-launches any (:mod:`launcher.sweeper`). Each problem is one ``error: ...`` line and exit
+(:func:`launcher.config.precheck.check_command`) and every job's in Hydra's sweeper, before it
+launches any (:mod:`launcher.config.sweeper`). Each problem is one ``error: ...`` line and exit
 status 2, before any directory is created.
 
 Inside a job (:func:`_job`) an error fails the Hydra job: the basic launcher finishes
 the sweep's other jobs and then reports it; a submitit job fails (its log holds the
-error) and the sweep's summary lists every job's status (:mod:`launcher.sweep_status`).
+error) and the sweep's summary lists every job's status (:mod:`launcher.loop.sweep_status`).
 
 ``+dry_run=true`` stops after the pre-check (a sweep's: in its sweeper): it prints every
-job's plan and estimated accelerator hours (:mod:`launcher.dry_run`) and exits 0, running
+job's plan and estimated accelerator hours (:mod:`launcher.tools.dry_run`) and exits 0, running
 and creating nothing.
 
 Exit status: 0 done, 2 bad input or a run stopped by a guard (:class:`ConfigError`),
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.compose import (  # noqa: F401 - the CLI's Python API re-exported
+from launcher.config.compose import (  # noqa: F401 - the CLI's Python API re-exported
     CONFIG_MODULE,
     CONFIG_NAME,
     compose,
@@ -45,10 +45,10 @@ from launcher.compose import (  # noqa: F401 - the CLI's Python API re-exported
     register_resolvers,
     register_schemas,
 )
-from launcher.config import resolve
+from launcher.config.precheck import check_command, check_overrides
+from launcher.config.validate import resolve
 from launcher.errors import ConfigError
-from launcher.interrupts import callback_exit, interrupted, quiet_callback_interrupts
-from launcher.precheck import check_command, check_overrides
+from launcher.loop.interrupts import callback_exit, interrupted, quiet_callback_interrupts
 
 SWEEP_ID_KEY = "hydra.callbacks.sweep_status.sweep_id"
 
@@ -74,15 +74,15 @@ def _job(cfg: Any, refused: list[ConfigError]) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from launcher.cache import enable_compile_cache
-    from launcher.run import run
-    from launcher.summary import summary
+    from launcher.loop.cache import enable_compile_cache
+    from launcher.loop.run import run
+    from launcher.loop.summary import summary
 
     enable_compile_cache()
     try:
         spec = resolve(job_config(cfg))
         if spec.control.dry_run:  # reached only past the pre-check (e.g. --config-dir)
-            from launcher.dry_run import plan
+            from launcher.tools.dry_run import plan
 
             print(plan([spec]), flush=True)
             return
@@ -146,7 +146,7 @@ def _derived_note(spec: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m launcher``; returns the exit status."""
-    from launcher import sweep_status
+    from launcher.loop import sweep_status
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = flags(argv)
@@ -165,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     specs = []
     if not (special or custom):
         try:
-            if args.multirun:  # the jobs: checked by the sweeper (launcher/sweeper.py)
+            if args.multirun:  # the jobs: checked by the sweeper (launcher/config/sweeper.py)
                 check_command(args.overrides, multirun=True)
             else:
                 specs = check_overrides(args.overrides, budget=not args.cfg)
@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         if not args.cfg and any(spec.control.dry_run for spec in specs):
-            from launcher.dry_run import plan
+            from launcher.tools.dry_run import plan
 
             print(plan(specs), flush=True)  # +dry_run=true: Hydra never runs
             return 0
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     query = [o.split("=", 1)[1] for o in args.overrides if o.startswith("query=")]
     try:
         if args.shell_completion and query:  # model_size=<TAB>: the agent's sizes only
-            from launcher.completion import run_query
+            from launcher.tools.completion import run_query
 
             run_query(argv, os.environ.get("COMP_LINE", ""), query[-1], _run_hydra)
         else:
@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``wmrl`` console script."""
-    from launcher.malloc import reexec_with_fast_malloc
+    from launcher.loop.malloc import reexec_with_fast_malloc
 
-    reexec_with_fast_malloc()  # see launcher/malloc.py
+    reexec_with_fast_malloc()  # see launcher/loop/malloc.py
     sys.exit(main())

@@ -7,7 +7,7 @@ class ConfigError(ValueError):
     """Bad user input: an unknown option or key, a wrong type or value, an invalid
     combination, a run directory that holds another config, a missing run directory.
 
-    ``python -m launcher`` (and ``launcher.report`` / ``launcher.evaluate``) print the
+    ``python -m launcher`` (and ``python -m analysis`` / ``launcher.evaluate``) print the
     message alone and exit with status 2; nothing already saved is touched.
     """
 

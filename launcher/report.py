@@ -1,12 +1,11 @@
-"""``python -m launcher.report RUN_DIR [RUN_DIR ...] [--compare paper]``: the entry point of
-the report, which lives in the analysis package (:mod:`analysis.cli`; docs/launcher.md).
-The run loop does not import this module."""
+"""``python -m launcher.report ARGS``: the old spelling of ``python -m analysis ARGS`` (the
+report lives in the analysis package, :mod:`analysis.cli`; docs/launcher.md).
 
-import sys
+It runs the analysis package by name and imports nothing from it, so the launcher and
+analysis form no package cycle (tests/test_import_graph.py); the run loop does not
+import this module."""
 
-from analysis.cli import main
-
-__all__ = ["main"]
+import runpy
 
 if __name__ == "__main__":
-    sys.exit(main())
+    runpy.run_module("analysis", run_name="__main__", alter_sys=True)

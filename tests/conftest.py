@@ -6,11 +6,11 @@ on the same checkout), so a function compiled by one test module is loaded, not
 recompiled, by the next.
 
 Almost every test program compiles far longer than it runs, so every program compiles
-with ``launcher.program.FAST_COMPILE`` (LLVM -O0, no MLIR fusion emitters), set in
+with ``launcher.loop.program.FAST_COMPILE`` (LLVM -O0, no MLIR fusion emitters), set in
 ``XLA_FLAGS`` before the CPU backend starts and inherited by the launcher subprocesses:
 compile time drops by half or more (a clean-clone TD-MPC2 module setup 83 s -> 43 s with
 -O0 alone), run time grows up to ~2x. The few runtime-bound programs (the TD-MPC2 probes:
-a 4,000-update burst) compile with ``launcher.program.FULL_OPTIMIZATION``; a per-program
+a 4,000-update burst) compile with ``launcher.loop.program.FULL_OPTIMIZATION``; a per-program
 ``compiler_options`` overrides the flags. Numbers differ by float rounding only.
 """
 
@@ -24,7 +24,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import jax  # noqa: E402  (XLA_FLAGS is read when the backend starts, not at import)
 import pytest  # noqa: E402
 
-from launcher.program import FAST_COMPILE, xla_flags  # noqa: E402
+from launcher.loop.program import FAST_COMPILE, xla_flags  # noqa: E402
 
 os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {xla_flags(FAST_COMPILE)}".strip()
 

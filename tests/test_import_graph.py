@@ -1,12 +1,13 @@
 """The source tree read by its imports (pure ``ast``, nothing imported): no import circle
-among the project's packages, a run loop that imports no analysis module, and no source
-module over 400 lines.
+among the project's modules nor among its packages (launcher <-> analysis included), a run
+loop that imports no analysis module, and no source module over 400 lines.
 
 Every ``import`` / ``from`` statement counts, at any depth: module level, inside a
 function, under ``if TYPE_CHECKING:``. An edge goes to the most specific project module
-the statement names (``from launcher import rundir`` -> ``launcher.rundir``; ``from
-launcher.rundir import RunDir`` -> ``launcher.rundir``); imports of other distributions
-are not part of the graph.
+the statement names (``from launcher.store import rundir`` -> ``launcher.store.rundir``;
+``from launcher.store.rundir import RunDir`` -> ``launcher.store.rundir``); imports of other
+distributions are not part of the graph. A string that names a module (a config's hook
+path, ``runpy.run_module("analysis")``) is not an import and no edge.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agent_api", "agents", "envs", "launcher", "analysis", "conf", "hydra_plugins")
 MAX_LINES = 400
 # The run loop's entry points: `python -m launcher` and the Python API's `run`.
-RUN_LOOP_ROOTS = ("launcher.__main__", "launcher.run")
-# Thin `python -m launcher.<x>` entry points of the analysis package (docs/launcher.md):
-# they import analysis (their job) and the run loop must not import them.
+RUN_LOOP_ROOTS = ("launcher.__main__", "launcher.loop.run")
+# The old `python -m launcher.<x>` spellings of `python -m analysis ...` (docs/launcher.md):
+# they run analysis by name, and the run loop must not import them.
 ANALYSIS_SHIMS = ("launcher.report", "launcher.paper_curves")
 
 
@@ -164,7 +165,7 @@ def test_no_import_circles():
 def test_the_run_loop_imports_no_analysis_module():
     graph = import_graph()
     parent = reachable(graph, RUN_LOOP_ROOTS)
-    assert "launcher.chunks" in parent and "launcher.loggers" in parent  # the walk works
+    assert "launcher.loop.chunks" in parent and "launcher.logger.loggers" in parent  # walks
     # analysis modules, and the entry points that are only there to call them
     leaks = sorted(m for m in parent if m.split(".")[0] == "analysis" or m in ANALYSIS_SHIMS)
     chains = []
@@ -174,6 +175,32 @@ def test_the_run_loop_imports_no_analysis_module():
             chain.append(parent[chain[-1]])
         chains.append(" <- ".join(chain))
     assert not leaks, "the run loop imports analysis:\n" + "\n".join(chains)
+
+
+def package_graph(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """The module graph with each module counted as its top-level package: package ->
+    {imported package: a line of one import statement}; a package's imports of itself
+    are not edges."""
+    out: dict[str, dict[str, int]] = {}
+    for module, edges in graph.items():
+        package = module.split(".")[0]
+        targets = out.setdefault(package, {})
+        for target, line in edges.items():
+            if target.split(".")[0] != package:
+                targets.setdefault(target.split(".")[0], line)
+    return out
+
+
+def test_no_package_cycle():
+    """launcher and analysis in particular: analysis reads runs through the launcher's run
+    directory module, and the launcher reaches analysis only by name (the callbacks'
+    default hooks, ``python -m launcher.report``'s runpy), never by an import."""
+    graph = import_graph()
+    packages = package_graph(graph)
+    assert "launcher" in packages["analysis"]  # the walk sees analysis -> launcher
+    assert "analysis" not in packages["launcher"], packages["launcher"]
+    cycle = find_cycle(packages)
+    assert cycle is None, "package cycle: " + " -> ".join(cycle)
 
 
 def test_no_source_module_is_over_400_lines():

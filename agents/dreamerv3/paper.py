@@ -1,6 +1,6 @@
 """DreamerV3's published DMC-proprio curves (danijar/dreamerv3 2411f7d
 ``scores/dmc_proprio-dreamerv3.json.gz``): the task map and the table derived from them
-(``paper_curves.json`` here; rebuilt by ``python -m launcher.paper_curves build --agent
+(``paper_curves.json`` here; rebuilt by ``python -m analysis paper-curves build --agent
 dreamerv3 --src reference_results``).
 
 The file holds, per task and seed (0-4), the mean score of the training episodes (the

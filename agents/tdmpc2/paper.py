@@ -1,6 +1,6 @@
 """TD-MPC2's published DMControl curves (nicklashansen/tdmpc2 b67b21c ``results/*.csv``):
 which of its tasks our registry has, and the table derived from them
-(``paper_curves.json`` here; rebuilt by ``python -m launcher.paper_curves build --agent
+(``paper_curves.json`` here; rebuilt by ``python -m analysis paper-curves build --agent
 tdmpc2 --src reference_results``).
 
 The CSVs hold the mean return of 10 eval-mode episodes every 100K env frames (action

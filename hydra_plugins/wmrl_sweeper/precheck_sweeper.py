@@ -1,8 +1,8 @@
 """Hydra's basic sweeper with the launcher's all-jobs pre-check in front of it.
 
 Hydra accepts sweeper classes only from the ``hydra_plugins`` namespace, so the class
-lives here; its jobs are :mod:`launcher.sweeper`'s, what it checks and prints is
-:func:`launcher.precheck.precheck_sweep`.
+lives here; its jobs are :mod:`launcher.config.sweeper`'s, what it checks and prints is
+:func:`launcher.config.precheck.precheck_sweep`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ class PrecheckSweeper(BasicSweeper):
     """
 
     def sweep(self, arguments: list[str]) -> Any:
-        from launcher.compose import normalize
-        from launcher.precheck import precheck_sweep
-        from launcher.sweeper import compose_jobs, sweep_jobs
+        from launcher.config.compose import normalize
+        from launcher.config.precheck import precheck_sweep
+        from launcher.config.sweeper import compose_jobs, sweep_jobs
 
         assert self.hydra_context is not None and self.config is not None
-        arguments = normalize(arguments)  # 1e6 for an int field (launcher.compose.normalize)
+        arguments = normalize(arguments)  # 1e6 for an int field (launcher.config.compose.normalize)
         loader = self.hydra_context.config_loader
         batches = sweep_jobs(self.params, arguments, self.max_batch_size, loader)
         jobs = [list(job) for batch in batches for job in batch]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from launcher_fakes import checkpoint_steps, launch
 
-from launcher.checkpoint import fingerprint
+from launcher.store.checkpoint import fingerprint
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ import sys
 
 from launcher_fakes import fake_config, make_fake_env
 
-from launcher.checkpoint import fingerprint
-from launcher.config import resolve
-from launcher.run import run
+from launcher.config.validate import resolve
+from launcher.loop.run import run
+from launcher.store.checkpoint import fingerprint
 
 
 def main() -> None:

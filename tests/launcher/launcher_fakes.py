@@ -237,7 +237,7 @@ def state_arrays(state: Any) -> dict[str, Any]:
     """Flat ``{path: numpy array}`` of a state (for bit-identity comparisons)."""
     import numpy as np
 
-    from launcher.checkpoint import to_raw
+    from launcher.store.checkpoint import to_raw
 
     flat, _ = jax.tree_util.tree_flatten_with_path(to_raw(state))
     return {jax.tree_util.keystr(p): np.asarray(x) for p, x in flat}
@@ -268,8 +268,8 @@ QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
 
 def launch(run_dir: Any, plot: bool = False, **sections: Any) -> Any:
     """One in-process launch of the fake agent (``sections`` update :func:`fake_config`)."""
-    from launcher.config import resolve
-    from launcher.run import run
+    from launcher.config.validate import resolve
+    from launcher.loop.run import run
 
     return run(resolve(fake_config(**sections)), run_dir, make_env=make_fake_env, plot=plot)
 
@@ -292,7 +292,7 @@ def kinds(run_dir: Any, seed: int, kind: str) -> list[int]:
     """The chunk numbers of a seed's metrics rows of one kind (``train`` / ``eval``)."""
     from pathlib import Path
 
-    from launcher.rundir import read_metrics
+    from launcher.store.rundir import read_metrics
 
     path = Path(run_dir) / "metrics" / f"seed_{seed}.jsonl"
     return [r["chunk"] for r in read_metrics(path) if r["kind"] == kind] if path.exists() else []

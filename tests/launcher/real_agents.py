@@ -11,8 +11,8 @@ from pathlib import Path
 
 import jax
 
-from launcher.run import TIMING_KEYS
-from launcher.rundir import read_metrics
+from launcher.loop.run import TIMING_KEYS
+from launcher.store.rundir import read_metrics
 
 ROOT = Path(__file__).parents[2]
 
@@ -62,7 +62,7 @@ def checkpoint_meta(run_dir: Path) -> dict:
 
 
 def assert_judged_off_protocol(run_dir: Path, agent: str, env_id: str, *, reference: bool) -> None:
-    """``python -m launcher.report RUN_DIR --compare paper`` on a real (smoke) run: exit 0,
+    """``python -m analysis RUN_DIR --compare paper`` on a real (smoke) run: exit 0,
     one row reported off-protocol (its protocol differs from the paper's) with the run's
     provenance, and the figure and tables written; every launch recorded its provenance.
     ``reference``: the paper curve reaches back to the run's last x (interpolated)."""

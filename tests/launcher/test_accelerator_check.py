@@ -3,7 +3,7 @@ positive and finite, the JSON and the Markdown table are written, TD-MPC2's phas
 adds up; and the CPU MuJoCo step of walker that the breakdown sets beside MJX.
 
 A subprocess, not the benchmark-script loader (launcher_fakes.benchmark_script): the script
-re-executes its process for glibc's huge-page tunable (launcher.malloc) and sets XLA_FLAGS
+re-executes its process for glibc's huge-page tunable (launcher.loop.malloc) and sets XLA_FLAGS
 before its backend starts, neither of which may happen inside the test process.
 """
 

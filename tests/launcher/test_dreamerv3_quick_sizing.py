@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import envs
-from launcher import cpu_budget
 from launcher.cli import compose_spec
-from launcher.schema import RunSpec
+from launcher.config import cpu_budget
+from launcher.config.schema import RunSpec
 
 DOCS = Path(__file__).parents[2] / "docs" / "launcher.md"
 LONGER = "protocol.n_timesteps=16000"  # the docs' advice for 500-step episodes

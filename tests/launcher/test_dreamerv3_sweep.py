@@ -12,7 +12,7 @@ import yaml
 
 import envs
 from launcher.cli import check_overrides
-from launcher.structured import env_options
+from launcher.config.structured import env_options
 
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "dreamerv3_paper_dmc.yaml"
 

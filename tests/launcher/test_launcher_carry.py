@@ -4,9 +4,9 @@
   ``checkpoint`` from the first seed's run, named for the run, aliases ``latest`` and
   ``step_<t>``, holding the step's checkpoint, run.json, the metrics up to it,
   launches.jsonl and wandb_ids.json. Read back from the offline run's transaction log
-  (the artifact records' manifests, :mod:`launcher.wandb_history`'s framing) and W&B's
+  (the artifact records' manifests, :mod:`launcher.logger.wandb_history`'s framing) and W&B's
   staged copies of the files.
-* ``+from_artifact=REF``: the one W&B fetch (``launcher.wandb_logger.download_artifact``)
+* ``+from_artifact=REF``: the one W&B fetch (``launcher.logger.wandb_logger.download_artifact``)
   replaced by a copy of the staged files of the artifact logged above; the resumed run
   ends bit-identical to an uninterrupted one, with its metrics rows. Refused (exit 2, one
   ``error:`` line, nothing touched): an artifact of another config, a run dir that
@@ -23,9 +23,9 @@ import pytest
 from launcher_fakes import FAKE_CLI, QUIET_HYDRA, launch, one_error_line, tree_digest
 from test_launcher_process import rows
 
-from launcher import wandb_history
-from launcher.checkpoint import fingerprint
 from launcher.cli import main as cli_main
+from launcher.logger import wandb_history
+from launcher.store.checkpoint import fingerprint
 
 SEEDS = (0, 1)
 LOGGER = {"mode": "offline", "progress": False, "checkpoint_artifact": True}
@@ -106,7 +106,7 @@ def fetch_from(carried, monkeypatch):
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(copy, root / path)
 
-    monkeypatch.setattr("launcher.wandb_logger.download_artifact", download)
+    monkeypatch.setattr("launcher.logger.wandb_logger.download_artifact", download)
     return fetched
 
 

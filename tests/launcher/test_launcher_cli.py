@@ -16,8 +16,8 @@ from test_launcher_rundir_edges import suggested_values
 from analysis.cli import main as report_main
 from launcher.cli import check_overrides, compose_spec, main
 from launcher.errors import ConfigError
-from launcher.evaluate import main as evaluate_main
-from launcher.rundir import RunDir
+from launcher.store.rundir import RunDir
+from launcher.tools.evaluate import main as evaluate_main
 
 ROOT = Path(__file__).parents[2]
 SMOKE = ["protocol=smoke", "env=pendulum", "logger=disabled"]
@@ -175,7 +175,7 @@ def test_bad_input_exits_2_with_one_message(argv, fragment, capsys, tmp_path, mo
     def accepted(*_a, **_k):  # fail at once instead of training an accepted case
         raise AssertionError(f"accepted: {argv}")
 
-    monkeypatch.setattr("launcher.run.run", accepted)
+    monkeypatch.setattr("launcher.loop.run.run", accepted)
     multirun = argv[0] == "-m"
     args = (["-m"] if multirun else []) + SMOKE + argv[1 if multirun else 0 :]
     if multirun:

@@ -1,4 +1,4 @@
-"""``python -m launcher.report ... --compare paper`` (analysis.compare) on synthetic run
+"""``python -m analysis ... --compare paper`` (analysis.compare) on synthetic run
 directories: an on-protocol TD-MPC2 run judged against the committed paper curves, an
 off-protocol one reported with the differing keys, a DreamerV3 2-task sweep directory
 (grid figure, table rows, verdict), and bad input. The real-run case is in the CLI smokes
@@ -148,8 +148,8 @@ def test_bad_input_is_one_error_and_exit_2(tmp_path, capsys, case):
 
 def test_wandb_gets_the_reference_line(tmp_path):
     from analysis.paper_line import wandb_reference_rows
-    from launcher.schema import LoggerSpec
-    from launcher.wandb_logger import WandbRuns
+    from launcher.config.schema import LoggerSpec
+    from launcher.logger.wandb_logger import WandbRuns
 
     rows = wandb_reference_rows(TDMPC2, "walker_walk", 2)
     x, mean, lo, hi = paper_curves.curve(TDMPC2, "walker_walk").mean_band()
@@ -226,8 +226,8 @@ def test_paper_sweeps_cover_every_task_with_a_curve_at_its_budget():
     identity difference), so a full sweep is judged, not reported off-protocol."""
     from agents.dreamerv3.entry import ENTRY as DREAMERV3
     from agents.tdmpc2.entry import ENTRY as TDMPC2_ENTRY
-    from launcher.identity import identity
-    from launcher.precheck import check_overrides
+    from launcher.config.identity import identity
+    from launcher.config.precheck import check_overrides
 
     for entry, sweeps in (
         (TDMPC2_ENTRY, ("tdmpc2_paper_dmc", "tdmpc2_paper_dmc_humanoid")),

@@ -15,13 +15,13 @@ from omegaconf import OmegaConf
 
 import envs
 from agent_api import AgentEntry, load
-from launcher.build import compatible_envs, precheck
 from launcher.cli import check_overrides, compose, compose_all, compose_spec, group_options
-from launcher.config import resolve
+from launcher.config.identity import composed_hash, diff, identity
+from launcher.config.schema import SECTIONS, EnvSpecConfig, LoggerSpec, Protocol, RunSpec
+from launcher.config.structured import build_dataclass
+from launcher.config.validate import resolve
 from launcher.errors import ConfigError
-from launcher.identity import composed_hash, diff, identity
-from launcher.schema import SECTIONS, EnvSpecConfig, LoggerSpec, Protocol, RunSpec
-from launcher.structured import build_dataclass
+from launcher.loop.build import compatible_envs, precheck
 
 TDMPC2 = load("agents.tdmpc2.entry:ENTRY")
 DREAMERV3 = load("agents.dreamerv3.entry:ENTRY")
@@ -207,7 +207,7 @@ def test_sweeps_expand_into_validated_jobs():
 
 
 def test_integral_floats_become_ints_and_everything_else_stays_as_written():
-    from launcher.compose import normalize
+    from launcher.config.compose import normalize
 
     assert normalize(["protocol.n_timesteps=1e6", "+x=2e2", "agent.buffer_size=1e5,2e5"]) == [
         "protocol.n_timesteps=1000000",
@@ -224,7 +224,7 @@ def test_integral_floats_become_ints_and_everything_else_stays_as_written():
 
 
 # Run names of configs launched before the schema moved into the dataclasses: a run
-# started then resumes now (launcher.identity hashes the composed sections).
+# started then resumes now (launcher.config.identity hashes the composed sections).
 PINNED_RUN_NAMES = {
     "agent=tdmpc2 protocol=quick": "tdmpc2-pendulum-quick-8a48964980",
     "agent=dreamerv3 protocol=smoke": "dreamerv3-pendulum-smoke-bd395c3b09",
@@ -249,7 +249,7 @@ def test_a_key_added_later_names_a_run_only_away_from_its_default():
     """A field declared added later (``agent_api.rules.added_later``, on the field): at its
     default the key is out of the name, the hash and run.json's identity (a run launched
     before the key existed resumes); set, it is in."""
-    from launcher.identity import identity
+    from launcher.config.identity import identity
 
     job = "agent=tdmpc2_multitask env=mt3_cpu protocol=offline"
     pinned = PINNED_RUN_NAMES[job]
@@ -260,13 +260,13 @@ def test_a_key_added_later_names_a_run_only_away_from_its_default():
 
 
 def test_added_later_is_declared_on_the_field_and_read_generically():
-    """launcher/identity.py names no key: it reads the fields' metadata of whatever sections
+    """launcher/config/identity.py names no key: it reads the fields' metadata of whatever sections
     it is given, and the run dir Hydra names (the resolver) agrees with the pinned names."""
     from hydra.core.hydra_config import HydraConfig
 
     from agents.dreamerv3.config import DreamerV3Config
     from agents.tdmpc2.multitask_config import MultiTaskConfig
-    from launcher import identity as ident
+    from launcher.config import identity as ident
 
     source = pathlib.Path(ident.__file__).read_text()
     assert "q_scale_per_task" not in source and "compute_dtype" not in source
@@ -326,7 +326,7 @@ def test_cfg_job_prints_every_default():
 def test_a_composed_config_pickles():
     """Hydra's submitit launcher pickles the config and the ConfigStore for its jobs: the
     schema classes pickle by name and a fresh process rebuilds them from it."""
-    import launcher.structured as structured
+    import launcher.config.structured as structured
 
     cfg = compose(["protocol=smoke", "agent.horizon=4"], hydra_node=True)
     data = pickle.dumps(cfg)
@@ -339,7 +339,7 @@ def test_a_composed_config_pickles():
 
 def test_the_schema_checks_types_and_keys():
     """Plain mappings (a stored run.json, a test's config) are checked by OmegaConf against
-    the same schema Hydra composes with (launcher.structured)."""
+    the same schema Hydra composes with (launcher.config.structured)."""
     p = build_dataclass(
         Protocol, {"name": "t", "seeds": [1, 2], "n_timesteps": 10, "log_frequency": 5}, "protocol"
     )

@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 from real_agents import assert_episode_video, assert_judged_off_protocol, launcher, rows
 
-from launcher.checkpoint import to_raw
 from launcher.cli import compose_spec
-from launcher.evaluate import main as evaluate_main
-from launcher.run import run
+from launcher.loop.run import run
+from launcher.store.checkpoint import to_raw
+from launcher.tools.evaluate import main as evaluate_main
 
 SMOKE = ["agent=dreamerv3", "protocol=smoke", "logger=disabled"]
 

@@ -13,8 +13,9 @@ from real_agents import launcher
 from agents.dreamerv3.entry import ENTRY as DREAMER
 from agents.tdmpc2.entry import ENTRY as TDMPC2
 from agents.tdmpc2.entry import MULTITASK
-from launcher import dry_run, guards
 from launcher.cli import check_overrides, compose_spec
+from launcher.config import guards
+from launcher.tools import dry_run
 
 SWEEP = importlib.resources.files("sweeps") / "sweep" / "tdmpc2_paper_dmc.yaml"
 # 2M agent steps x 3 seeds x 0.0145 s (TD-MPC2 5M, measured on one H200)

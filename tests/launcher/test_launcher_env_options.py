@@ -15,7 +15,7 @@ from launcher_fakes import FAKE_CLI, QUIET_HYDRA, one_error_line
 
 import envs
 from launcher.cli import main
-from launcher.compose import compose_spec, group_options
+from launcher.config.compose import compose_spec, group_options
 
 PACKAGE = "wmrl_launcher_user_envs"  # a name no other test module uses (sys.modules caches it)
 SMOKE = [*FAKE_CLI, "protocol=smoke", "logger=disabled", *QUIET_HYDRA]
@@ -102,8 +102,8 @@ def test_a_backend_declared_once_reaches_every_reader(monkeypatch):
     facts, the launcher's env= options, the renderer lookup and the CPU budget read it."""
     from envs import registry
     from envs.render import RenderError, renderer
-    from launcher.cpu_budget import frame_cpu_s
-    from launcher.structured import env_options
+    from launcher.config.cpu_budget import frame_cpu_s
+    from launcher.config.structured import env_options
 
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))

@@ -6,7 +6,7 @@
 * Run-level bad inputs (a run dir that is a file, under one, a broken link, read-only,
   unreadable; evaluating a run that never checkpointed; ``+resume=force`` shorter than
   the run): exit status 2, one ``error:`` line, the directory unchanged.
-* The CPU budget's estimate (``launcher.cpu_budget``, the agents' ``cost.py``): within 2x of
+* The CPU budget's estimate (``launcher.config.cpu_budget``, the agents' ``cost.py``): within 2x of
   measured launches, following the train ratio, batch, envs, model size, planner and
   evaluations; a refusal offers what fits and never the protocol in use.
 """
@@ -37,12 +37,12 @@ from launcher_fakes import (
 from test_launcher_process import env, rows
 from test_launcher_reliability import CLI_FAKE, kill_at_point
 
-from launcher import cpu_budget, guards
 from launcher.cli import compose_spec
 from launcher.cli import main as cli_main
+from launcher.config import cpu_budget, guards
 from launcher.errors import ConfigError, RunStopped
-from launcher.evaluate import evaluate_run
-from launcher.evaluate import main as evaluate_main
+from launcher.tools.evaluate import evaluate_run
+from launcher.tools.evaluate import main as evaluate_main
 
 ckpt_steps = checkpoint_steps
 
@@ -272,7 +272,7 @@ class _AsOwnerWithoutRoot:
 
 
 def test_unreadable_run_dir_exits_2(full, tmp_path, capsys, monkeypatch):
-    from launcher import rundir
+    from launcher.store import rundir
 
     full_dir, _ = full
     run_dir = tmp_path / "run"
@@ -318,7 +318,7 @@ def test_force_resume_shorter_than_already_run_exits_2(tmp_path, capsys, monkeyp
 
 # ------------------------------------------------------------------- the CPU budget's estimate
 # Composition only (compose_spec: nothing built or compiled): the agents' CPU models
-# (agents/<agent>/cost.py) through launcher.cpu_budget, on one core unless said.
+# (agents/<agent>/cost.py) through launcher.config.cpu_budget, on one core unless said.
 def cpu(*overrides: str, cores: int = 1) -> cpu_budget.CpuEstimate:
     return cpu_budget.estimate(compose_spec([*overrides, "+allow_long_cpu_run=true"]), cores)
 

@@ -1,7 +1,7 @@
 """``wmrl --help`` and tab completion (issue 30 item 7): the help opens with the
 project's own top (what the launcher does, example commands, where runs go) above Hydra's
 help, every example command is valid, and ``model_size=<TAB>`` offers only the chosen
-agent's presets (``conf/hydra/help/launcher.yaml``, :mod:`launcher.completion`)."""
+agent's presets (``conf/hydra/help/launcher.yaml``, :mod:`launcher.tools.completion`)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_every_help_example_is_a_valid_command(tmp_path, capsys, monkeypatch):
     examples = help_examples(help_text(capsys))
     commands = [cmd for cmd, _ in examples]
     assert len(examples) >= 5, examples
-    for wanted in ("protocol=smoke", "protocol=quick", "wmrl -m ", "launcher.report RUN_DIR"):
+    for wanted in ("protocol=smoke", "protocol=quick", "wmrl -m ", "python -m analysis RUN_DIR"):
         assert any(wanted in cmd for cmd in commands), wanted
     assert any("paper" in note for _, note in examples)
     assert any("launcher.evaluate RUN_DIR" in cmd for cmd in commands)

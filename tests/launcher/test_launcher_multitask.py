@@ -18,10 +18,10 @@ from real_agents import rows
 
 from agents.tdmpc2.dataset import TaskInfo
 from agents.tdmpc2.offline import synthetic_dataset
-from launcher.checkpoint import fingerprint, to_raw
 from launcher.cli import compose_spec
 from launcher.errors import ConfigError
-from launcher.run import run
+from launcher.loop.run import run
+from launcher.store.checkpoint import fingerprint, to_raw
 
 SMOKE = ["protocol=smoke", "logger=disabled", "env.episode_length=null"]
 

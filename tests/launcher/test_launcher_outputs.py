@@ -1,4 +1,4 @@
-"""The logger outputs (``logger.outputs``, launcher/loggers.py; issue 45 item 2).
+"""The logger outputs (``logger.outputs``, launcher/logger/loggers.py; issue 45 item 2).
 
 * The presets are aliases of output lists (``logger=offline`` -> ``[jsonl, wandb]``, ...).
 * An output from a package outside the repository, named by import path with no edit of
@@ -25,12 +25,12 @@ from test_launcher_reliability import kill_at_point
 from test_launcher_tensorboard import assert_same, from_metrics, read_back
 from test_launcher_wandb_resume import wandb_rows
 
-from launcher import faults
 from launcher.cli import compose_spec
 from launcher.cli import main as cli_main
-from launcher.loggers import OUTPUTS
-from launcher.rundir import read_metrics
-from launcher.tensorboard_logger import seed_dir
+from launcher.logger.loggers import OUTPUTS
+from launcher.logger.tensorboard_logger import seed_dir
+from launcher.loop import faults
+from launcher.store.rundir import read_metrics
 
 SEEDS = (0, 1)  # launcher_fakes.fake_config's
 RECORDER = "my_outputs.recorder:Recorder"
@@ -150,13 +150,14 @@ def test_presets_are_aliases_of_output_lists():
 
 
 def test_the_run_loop_imports_no_output():
-    """The run loop (launcher.run, launcher.chunks) and the protocol (launcher.loggers) name
-    no output module: the outputs come from the list, by import path."""
+    """The run loop (launcher.loop.run, launcher.loop.chunks) and the protocol
+    (launcher.logger.loggers) name no output module: the outputs come from the list, by
+    import path."""
     import ast
 
     outputs = {path.partition(":")[0] for path in OUTPUTS.values()}
-    outputs |= {"launcher.wandb_logger", "launcher.wandb_history"}
-    for name in ("run", "chunks", "loggers"):
+    outputs |= {"launcher.logger.wandb_logger", "launcher.logger.wandb_history"}
+    for name in ("loop/run", "loop/chunks", "outputs/loggers"):
         tree = ast.parse((Path(__file__).parents[2] / "launcher" / f"{name}.py").read_text())
         imported = set()
         for node in ast.walk(tree):
@@ -164,7 +165,7 @@ def test_the_run_loop_imports_no_output():
                 imported |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
                 imported |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-        assert "launcher.rundir" in imported  # the walk sees the imports
+        assert "launcher.store.rundir" in imported  # the walk sees the imports
         assert not imported & outputs, name
 
 
@@ -232,7 +233,7 @@ REFUSED = [
     (["logger.outputs=[jsonl,wandbb]"], "logger.outputs[1]: 'wandbb' is not an output; did you"),
     (["logger.outputs=[jsonl,no_such_pkg.out:X]"], "logger.outputs[1]: cannot import 'no_such"),
     (["logger.outputs=[jsonl,my_outputs.recorder:Nope]"], "'my_outputs.recorder' has no 'Nope'"),
-    (["logger.outputs=[jsonl,launcher.loggers:Start]"], "lacks open, write, flush, finish"),
+    (["logger.outputs=[jsonl,launcher.logger.loggers:Start]"], "lacks open, write, flush, finish"),
     (["logger.outputs=[tensorboard]"], "leaves out jsonl, the metrics files every run keeps"),
     (["logger.outputs=[jsonl,tensorboard,tensorboard]"], "names an output twice"),
     (["logger=disabled", "logger.outputs=[jsonl,wandb]"], "names wandb, but logger.mode=disa"),

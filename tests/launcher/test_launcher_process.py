@@ -49,9 +49,9 @@ def in_process(run_dir: Path, overrides: dict | None = None) -> dict:
     """The driver's launch in this process (one CPU device)."""
     from launcher_fakes import fake_config, make_fake_env
 
-    from launcher.checkpoint import fingerprint
-    from launcher.config import resolve
-    from launcher.run import run
+    from launcher.config.validate import resolve
+    from launcher.loop.run import run
+    from launcher.store.checkpoint import fingerprint
 
     spec = resolve(fake_config(**(overrides or {})))
     result = run(spec, run_dir, make_env=make_fake_env, plot=False)
@@ -83,8 +83,8 @@ def test_a_run_resumed_on_another_device_count_ends_as_the_uninterrupted_one(
 ):
     """2 seeds: stopped after chunk 2 (its checkpoint at step 20) on ``first`` CPU devices,
     resumed in the same run directory on ``then``. A checkpoint holds whole seed-batched
-    arrays, restored onto the resuming launch's sharding (launcher.checkpoint), and every
-    device runs each of its seeds' unbatched program (launcher.program), so the run ends
+    arrays, restored onto the resuming launch's sharding (launcher.store.checkpoint), and every
+    device runs each of its seeds' unbatched program (launcher.loop.program), so the run ends
     bit-identical to the uninterrupted one-device run (``full``, tests/launcher/conftest.py):
     same final state, same metrics rows, same checkpoints."""
     full_dir, full_fp = full
@@ -102,15 +102,15 @@ def test_a_run_resumed_on_another_device_count_ends_as_the_uninterrupted_one(
 
 
 # Run with 2 CPU devices: the fake agent's seed program sharded or not, each in both seed
-# layouts (launcher.program.SeedProgram(shard=, batched=)); prints the final fingerprints.
+# layouts (launcher.loop.program.SeedProgram(shard=, batched=)); prints the final fingerprints.
 LAYOUTS = """
 import json
 from launcher_fakes import fake_config, make_fake_env
 import jax.numpy as jnp
-from launcher import build
-from launcher.checkpoint import fingerprint
-from launcher.config import resolve
-from launcher.program import SeedProgram, seed_keys
+from launcher.loop import build
+from launcher.store.checkpoint import fingerprint
+from launcher.config.validate import resolve
+from launcher.loop.program import SeedProgram, seed_keys
 
 spec = resolve(fake_config())
 agent = build.make_agent(spec, build.make_env(spec, make_fake_env))

@@ -41,12 +41,12 @@ from launcher_fakes import (
 )
 from test_launcher_process import DRIVER, TIMING, drive, env, rows
 
-from launcher.checkpoint import fingerprint
 from launcher.cli import main as cli_main
 from launcher.errors import ConfigError
-from launcher.evaluate import evaluate_run
-from launcher.evaluate import main as evaluate_main
-from launcher.rundir import read_metrics
+from launcher.store.checkpoint import fingerprint
+from launcher.store.rundir import read_metrics
+from launcher.tools.evaluate import evaluate_run
+from launcher.tools.evaluate import main as evaluate_main
 
 HERE = Path(__file__).parent
 # the fake agent's smoke through the real CLI
@@ -78,7 +78,7 @@ def assert_equals_full(run_dir: Path, out: dict, full, steps=(40, 60)) -> None:
 
 # ------------------------------------------------------------------ kill -9 at 9 points
 def kill_at_point(run_dir: Path, overrides: dict, point: str) -> None:
-    """A launch that SIGKILLs itself at ``point`` (launcher.faults)."""
+    """A launch that SIGKILLs itself at ``point`` (launcher.loop.faults)."""
     proc = subprocess.run(
         [sys.executable, str(DRIVER), str(run_dir), json.dumps(overrides)],
         capture_output=True,
@@ -253,7 +253,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(
 
     # launcher.evaluate: the previous checkpoint, a warning, nothing moved (read only)
     before = tree_digest(run_dir)
-    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="launcher.store.checkpoint"):
         out = evaluate_run(run_dir, make_env=make_fake_env)
     assert (out["chunk"], out["timestep"]) == (2, 20)
     assert np.all(np.isfinite(out["mean"]))
@@ -264,7 +264,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(
     caplog.clear()
 
     # the relaunch: resumes after chunk 2 with a warning, sets the bad one aside
-    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="launcher.store.checkpoint"):
         result = launch(run_dir)
     assert result.resumed_from == 2
     said = [r for r in caplog.records if "unreadable" in r.message]

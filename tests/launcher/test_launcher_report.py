@@ -1,4 +1,4 @@
-"""analysis.report (``python -m launcher.report``) on synthetic run dirs: env-frame x axis
+"""analysis.report (``python -m analysis``) on synthetic run dirs: env-frame x axis
 (and agent steps), eval markers, the seeds' spread band, reference curves, errors and the
 CLI; the levels (random policy, solved, the paper's final score), the y-range and the
 panels' notes (analysis.plotting, analysis.levels); several runs overlaid
@@ -398,8 +398,8 @@ def identities() -> dict[str, dict]:
     """The run identities ``python -m launcher`` records for :data:`COMPOSED` (composed
     and validated, nothing trained): TD-MPC2 and DreamerV3 differ in 87 keys, quick and
     smoke in 20."""
-    from launcher.compose import compose_spec
-    from launcher.identity import identity
+    from launcher.config.compose import compose_spec
+    from launcher.config.identity import identity
 
     return {name: identity(compose_spec(overrides)) for name, overrides in COMPOSED.items()}
 

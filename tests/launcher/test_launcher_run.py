@@ -24,13 +24,13 @@ from launcher_fakes import (
 
 from analysis.cli import main as report_main
 from analysis.report import plot_run
-from launcher.callbacks import Callbacks
-from launcher.config import resolve
+from launcher.config.validate import resolve
 from launcher.errors import ConfigError
-from launcher.evaluate import evaluate_run
-from launcher.run import TIMING_KEYS
-from launcher.rundir import read_metrics
-from launcher.summary import summary
+from launcher.loop.callbacks import Callbacks
+from launcher.loop.run import TIMING_KEYS
+from launcher.loop.summary import summary
+from launcher.store.rundir import read_metrics
+from launcher.tools.evaluate import evaluate_run
 
 
 def metric_rows(run_dir: Path, seed: int) -> list[dict]:
@@ -130,7 +130,7 @@ def test_corrupt_latest_checkpoint_falls_back_with_warning(base, tmp_path, caplo
     for f in state_dir.rglob("*"):
         if f.is_file() and f.parent.name == "d":
             f.write_bytes(b"\0" * 7)
-    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="launcher.store.checkpoint"):
         resumed = launch(tmp_path / "run")
     assert resumed.resumed_from == 2
     assert any("checkpoint 40 is unreadable" in r.message for r in caplog.records)
@@ -156,7 +156,7 @@ def test_silently_altered_checkpoint_is_caught_by_the_fingerprint(tmp_path, capl
     meta = json.loads(meta_file.read_text())
     meta["fingerprint"] = "0" * len(meta["fingerprint"])
     meta_file.write_text(json.dumps(meta))
-    with caplog.at_level(logging.WARNING, logger="launcher.checkpoint"):
+    with caplog.at_level(logging.WARNING, logger="launcher.store.checkpoint"):
         resumed = launch(tmp_path / "run")
     assert resumed.resumed_from == 2
     assert any("fingerprint" in r.message for r in caplog.records)
@@ -192,11 +192,11 @@ def test_force_extension_equals_the_longer_run(base, tmp_path):
 def test_one_restore_path_reads_a_checkpoint_saved_with_another_run_length(tmp_path, monkeypatch):
     """An extension (+resume=force) killed before its first checkpoint leaves run.json at
     the new length and the checkpoint of the old one. The readers (restore_run, evaluate)
-    and the resume restore it through the one path, launcher.restore.restore_latest, with
+    and the resume restore it through the one path, launcher.store.restore.restore_latest, with
     the agent that saved it; only the resume moves unreadable checkpoints aside and
     migrates the state."""
-    from launcher import restore
-    from launcher.rundir import RunDir
+    from launcher.store import restore
+    from launcher.store.rundir import RunDir
 
     launch(tmp_path / "run", protocol={"n_timesteps": 40})
     longer = resolve(fake_config(protocol={"n_timesteps": 60}, resume="force"))
@@ -221,7 +221,7 @@ def test_one_restore_path_reads_a_checkpoint_saved_with_another_run_length(tmp_p
 def test_restore_run_reads_an_earlier_checkpoint_on_request(tmp_path):
     """``at_most``: the latest checkpoint at or before that step (a point earlier in the
     run); none that early is a ConfigError naming the saved steps."""
-    from launcher import restore
+    from launcher.store import restore
 
     launch(tmp_path / "run", protocol={"n_timesteps": 40})
     steps = sorted(int(p.name) for p in (tmp_path / "run" / "checkpoints").iterdir())
@@ -309,7 +309,7 @@ def hook_run_end(run_dir):
 def test_output_hooks_give_the_reference_rows_and_the_runs_figure(tmp_path, caplog):
     """The seam the analysis package plugs into: ``reference_rows`` reaches the loggers
     (TensorBoard's paper run), ``run_end`` makes the run's figure; a failing one warns."""
-    from launcher.tensorboard_logger import event_files
+    from launcher.logger.tensorboard_logger import event_files
 
     CALLS.clear()
     mod = __name__
@@ -333,8 +333,8 @@ def test_output_hooks_give_the_reference_rows_and_the_runs_figure(tmp_path, capl
 
 def test_output_hooks_default_to_analysis_and_are_not_the_runs_identity():
     from launcher.cli import compose_spec
-    from launcher.identity import identity
-    from launcher.schema import CallbackSpec
+    from launcher.config.identity import identity
+    from launcher.config.schema import CallbackSpec
 
     spec = compose_spec(["agent=tdmpc2", "protocol=smoke"])  # conf/config.yaml's defaults
     assert spec.callbacks == CallbackSpec()
@@ -412,7 +412,7 @@ def test_evaluation_draws_are_fresh_episodes_and_draw_zero_is_the_default(base):
 
 
 def test_progress_bar_shows_steps_rate_returns_and_eta(capsys):
-    from launcher.run import Progress
+    from launcher.loop.run import Progress
 
     bar = Progress(total=100, initial=20, enabled=True, name="demo")
     bar.train, bar.eval = -123.4, -98.7
@@ -428,7 +428,7 @@ def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chu
 ):
     """No episode ended in the last chunk (NaN by contract): the summary shows the last
     finite return and its step from the seed's metrics file, never ``nan``."""
-    from launcher.summary import RunResult
+    from launcher.loop.summary import RunResult
 
     spec = resolve(fake_config())
     key = "Train/episodic mean reward"
@@ -466,7 +466,7 @@ def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chu
 
 
 def test_a_rest_of_one_tick_joins_the_last_chunk():
-    from launcher.run import chunk_count
+    from launcher.loop.run import chunk_count
 
     assert chunk_count(42, 21) == 2  # whole chunks
     assert chunk_count(21, 10) == 2  # 10 + 11, not 10 + 10 + 1

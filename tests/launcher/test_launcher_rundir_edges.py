@@ -18,11 +18,11 @@ from test_launcher_reliability import CLI_FAKE
 
 from agent_api.rules import field_bounds
 from launcher.cli import main as cli_main
-from launcher.compose import compose, job_config
-from launcher.config import load_entry
+from launcher.config.compose import compose, job_config
+from launcher.config.schema import SECTIONS
+from launcher.config.validate import load_entry
 from launcher.errors import ConfigError
-from launcher.rundir import check_path, read_metrics
-from launcher.schema import SECTIONS
+from launcher.store.rundir import check_path, read_metrics
 
 
 def refused(run_dir: Path, capsys) -> str:
@@ -98,9 +98,9 @@ def test_a_cut_last_metrics_line_is_dropped_in_one_warning(tmp_path, caplog):
     whole = read_metrics(path)
     with path.open("a") as f:  # a kill in the middle of writing chunk 4's row
         f.write('{"kind": "train", "chunk": 4, "timest')
-    with caplog.at_level(logging.WARNING, logger="launcher.rundir"):
+    with caplog.at_level(logging.WARNING, logger="launcher.store.rundir"):
         launch(run_dir)
-    said = [r.getMessage() for r in caplog.records if r.name == "launcher.rundir"]
+    said = [r.getMessage() for r in caplog.records if r.name == "launcher.store.rundir"]
     assert len(said) == 1 and "\n" not in said[0], said
     assert said[0].startswith("dropped a metrics line cut by a kill mid-write (seed_1.jsonl in")
     rows = read_metrics(path)

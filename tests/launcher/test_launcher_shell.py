@@ -40,7 +40,7 @@ from test_launcher_usage import (
 from analysis.cli import main as report_main
 from launcher.cli import check_overrides, group_options
 from launcher.errors import ConfigError
-from launcher.evaluate import main as evaluate_main
+from launcher.tools.evaluate import main as evaluate_main
 
 
 # --------------------------------------- 6. completion, the script, Ctrl-C, shadowing
@@ -391,7 +391,7 @@ def test_launcher_source_names_no_agent_and_imports_no_agents_module():
 
 def test_importing_the_launcher_imports_no_agent_package():
     code = (
-        "import sys, launcher.cli, launcher.run, launcher.evaluate, launcher.report\n"
+        "import sys, launcher.cli, launcher.loop.run, launcher.evaluate, launcher.report\n"
         "import json\n"
         "tops = {m.split('.')[0] for m in sys.modules}\n"
         "print(json.dumps(sorted(t for t in tops if t in ('agents', 'agent_api'))))"

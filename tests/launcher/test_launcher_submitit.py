@@ -207,7 +207,7 @@ def test_exit_inside_a_host_callback_is_an_exit_not_a_job_failure():
     import jax
     import jax.numpy as jnp
 
-    from launcher.interrupts import callback_exit as _callback_exit
+    from launcher.loop.interrupts import callback_exit as _callback_exit
 
     def failure(callback: Callable[[], None]) -> BaseException:
         @jax.jit
@@ -289,7 +289,7 @@ def test_preempted_job_is_requeued_and_resumes_bit_identically(tmp_path):
 def test_slurm_gpu_launcher_defaults():
     """``hydra/launcher=slurm_gpu`` (the paper sweeps' cluster launcher): submitit's SLURM
     launcher with one GPU per job, a 24 h allocation, requeue on time limit."""
-    from launcher.compose import compose
+    from launcher.config.compose import compose
 
     cfg = compose(["hydra/launcher=slurm_gpu"], hydra_node=True).hydra.launcher
     assert cfg._target_.endswith("submitit_launcher.SlurmLauncher")

@@ -1,4 +1,4 @@
-"""The closing lines of ``python -m launcher`` (launcher/summary.py): one value column,
+"""The closing lines of ``python -m launcher`` (launcher/loop/summary.py): one value column,
 and a TensorBoard hint that works where the viewer is not installed (issue 44 items 7, 8)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import dataclasses
 
 from launcher_fakes import fake_config
 
-from launcher import summary as summary_module
-from launcher.config import resolve
-from launcher.summary import LABEL, RunResult, summary
+from launcher.config.validate import resolve
+from launcher.loop import summary as summary_module
+from launcher.loop.summary import LABEL, RunResult, summary
 
 
 def _result(tmp_path, **logger) -> RunResult:

@@ -1,4 +1,4 @@
-"""The sweep's all-jobs pre-check runs in Hydra's sweeper (launcher/sweeper.py): every job
+"""The sweep's all-jobs pre-check runs in Hydra's sweeper (launcher/config/sweeper.py): every job
 of a ``-m`` sweep is composed and checked before the configured launcher gets any."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hydra.core.plugins import Plugins
 from launcher_fakes import QUIET_HYDRA, one_error_line
 
 from launcher.cli import main
-from launcher.sweeper import sweep_jobs
+from launcher.config.sweeper import sweep_jobs
 
 SMOKE = ["protocol=smoke", "logger=disabled", *QUIET_HYDRA]
 
@@ -54,7 +54,7 @@ def test_the_sweeper_hands_every_checked_job_to_the_launcher(launches, capsys):
 
 def test_a_sweep_of_integral_floats_reaches_an_int_field_as_ints(launches, capsys):
     """``1e5`` is a float to Hydra's grammar; a swept int field gets the ints, as one value does
-    (launcher.compose.normalize)."""
+    (launcher.config.compose.normalize)."""
     assert main(["-m", *SMOKE, "agent.buffer_size=1e5,2e5"]) == 0, capsys.readouterr().err
     sizes = [o for job in launches[0] for o in job if o.startswith("agent.buffer_size")]
     assert sizes == ["agent.buffer_size=100000", "agent.buffer_size=200000"]

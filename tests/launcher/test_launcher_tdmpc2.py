@@ -34,10 +34,10 @@ from real_agents import (
     rows,
 )
 
-from launcher.checkpoint import fingerprint, to_raw
 from launcher.cli import compose_spec
-from launcher.evaluate import main as evaluate_main
-from launcher.run import run
+from launcher.loop.run import run
+from launcher.store.checkpoint import fingerprint, to_raw
+from launcher.tools.evaluate import main as evaluate_main
 
 SMOKE = ["protocol=smoke", "logger.progress=false"]
 
@@ -92,7 +92,11 @@ def test_playground_episode_video(cartpole_balance, monkeypatch, capsys):
     if ctypes.util.find_library("EGL") is None:
         pytest.skip("MuJoCo's EGL renderer needs libEGL: apt install libegl1 libegl-mesa0")
     proc = launcher(
-        str(run_dir), "--video", cwd=run_dir.parent, module="launcher.evaluate", MUJOCO_GL="egl"
+        str(run_dir),
+        "--video",
+        cwd=run_dir.parent,
+        module="launcher.evaluate",
+        MUJOCO_GL="egl",
     )
     path = run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4"
     assert f"over 10 steps, 11 frames at 50 fps -> {path}" in proc.stdout, proc.stdout
@@ -185,7 +189,7 @@ def test_export_round_trip_from_a_run(pendulum_runs, tmp_path):
     """``python -m launcher.export``: every committed episode of the run, in collection
     order, as a dataset whose load gives the ring's arrays back and whose hash is stable."""
     from agents.tdmpc2.dataset import MultiTaskDataset
-    from launcher.export import export_run, main
+    from launcher.tools.export import export_run, main
 
     full, _, _ = pendulum_runs
     res = export_run(full.run_dir, tmp_path / "d")

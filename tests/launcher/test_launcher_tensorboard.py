@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from launcher_fakes import launch
 
-from launcher import faults
 from launcher.cli import compose_spec
-from launcher.rundir import read_metrics
-from launcher.schema import LoggerSpec
-from launcher.summary import summary
-from launcher.tensorboard_logger import TensorBoardRuns, event_files, seed_dir
+from launcher.config.schema import LoggerSpec
+from launcher.logger.tensorboard_logger import TensorBoardRuns, event_files, seed_dir
+from launcher.loop import faults
+from launcher.loop.summary import summary
+from launcher.store.rundir import read_metrics
 
 TB = {"mode": "disabled", "tensorboard": True, "progress": False}
 SEEDS = (0, 1)  # launcher_fakes.fake_config's

@@ -29,14 +29,15 @@ from launcher_fakes import (
     tree_digest,
 )
 
-from launcher import cache, guards
 from launcher.cli import check_overrides, main
-from launcher.config import resolve
+from launcher.config import guards
+from launcher.config.validate import resolve
 from launcher.errors import ConfigError
-from launcher.progress import Progress
-from launcher.run import run
-from launcher.rundir import read_metrics
-from launcher.summary import summary
+from launcher.loop import cache
+from launcher.loop.progress import Progress
+from launcher.loop.run import run
+from launcher.loop.summary import summary
+from launcher.store.rundir import read_metrics
 
 ROOT = Path(__file__).parents[2]
 HERE = Path(__file__).parent

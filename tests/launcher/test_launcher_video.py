@@ -9,8 +9,8 @@ import pytest
 from launcher_fakes import one_error_line, tree_digest
 
 from launcher.errors import ConfigError
-from launcher.evaluate import main as evaluate_main
-from launcher.video import check_renderer
+from launcher.tools.evaluate import main as evaluate_main
+from launcher.tools.video import check_renderer
 
 
 def test_an_env_without_a_renderer_exits_2_and_writes_nothing(full, capsys):

@@ -1,8 +1,8 @@
 """W&B history across a resume (issue 30, item 4), with the fake agent and W&B offline.
 
-A launch killed (``kill -9``, :mod:`launcher.faults`) then relaunched leaves W&B
+A launch killed (``kill -9``, :mod:`launcher.loop.faults`) then relaunched leaves W&B
 transaction logs (``wandb/offline-run-*-<id>/run-<id>.wandb``, one per launch) whose
-history rows, read back in launch order (:mod:`launcher.wandb_history`), equal the
+history rows, read back in launch order (:mod:`launcher.logger.wandb_history`), equal the
 uninterrupted run's: the same rows (timestep and every metric), each once, ``_step``
 0, 1, 2, ... across the launches. The kills: after a chunk's rows were written to the
 metrics files but before its checkpoint (those rows are rolled back), after a checkpoint
@@ -12,7 +12,7 @@ stopped with every row in W&B's logs: the next one logs none of them again. The 
 reference rows are matched apart from the metrics rows.
 
 wandb 0.31 ships no Python reader of its transaction log: the logs are read with
-launcher.wandb_history, checked here against the metrics files of an uninterrupted run.
+launcher.logger.wandb_history, checked here against the metrics files of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from launcher_fakes import launch
 from test_launcher_process import TIMING, drive, rows
 from test_launcher_reliability import kill_at_point
 
-from launcher import wandb_history
-from launcher.schema import LoggerSpec
-from launcher.wandb_logger import WandbRuns
+from launcher.config.schema import LoggerSpec
+from launcher.logger import wandb_history
+from launcher.logger.wandb_logger import WandbRuns
 
 OFFLINE = {"logger": {"mode": "offline", "progress": False}}
 SEEDS = (0, 1)

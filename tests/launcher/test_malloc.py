@@ -1,4 +1,4 @@
-"""launcher.malloc: which allocator setting is added, and that the re-exec carries it."""
+"""launcher.loop.malloc: which allocator setting is added, and that the re-exec carries it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from launcher.malloc import (
+from launcher.loop.malloc import (
     OPT_OUT,
     QUIET,
     TUNABLE,
@@ -52,7 +52,7 @@ def test_the_mimalloc_wheel_is_installed_with_the_package() -> None:
 def test_the_reexeced_process_runs_on_mimalloc() -> None:
     """After the re-exec the dynamic loader has mapped the wheel's library into the process."""
     code = (
-        "from launcher.malloc import reexec_with_fast_malloc as r; r(); "
+        "from launcher.loop.malloc import reexec_with_fast_malloc as r; r(); "
         "print(any('libmimalloc' in l for l in open('/proc/self/maps')))"
     )
     assert run_fresh(code)[0].strip() == "True"
@@ -82,7 +82,7 @@ def test_leaves_the_environment_alone(env: dict, where: dict) -> None:
 def test_reexec_runs_the_same_command_with_the_setting() -> None:
     """The child re-executes itself once: its second start sees the variables and goes on."""
     code = (
-        "import os; from launcher.malloc import reexec_with_fast_malloc, fast_malloc_env; "
+        "import os; from launcher.loop.malloc import reexec_with_fast_malloc, fast_malloc_env; "
         "again = fast_malloc_env(os.environ) is not None; reexec_with_fast_malloc(); "
         "print(again, os.environ.get('LD_PRELOAD'), os.environ.get('GLIBC_TUNABLES'))"
     )
@@ -93,7 +93,8 @@ def test_reexec_runs_the_same_command_with_the_setting() -> None:
 
 def test_reexec_keeps_the_arguments() -> None:
     code = (
-        "import sys; from launcher.malloc import reexec_with_fast_malloc as r; r(); print(sys.argv)"
+        "import sys; from launcher.loop.malloc import reexec_with_fast_malloc as r; r(); "
+        "print(sys.argv)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, "a b", "c=1"], capture_output=True, text=True, check=True

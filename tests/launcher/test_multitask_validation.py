@@ -12,7 +12,7 @@ import pytest
 from launcher_fakes import benchmark_script
 
 from launcher.cli import compose_spec
-from launcher.run import run
+from launcher.loop.run import run
 
 mv = benchmark_script("multitask_validation")
 

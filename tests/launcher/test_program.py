@@ -1,4 +1,4 @@
-"""``launcher.program.over_seeds``: a one-seed function over the seed axis, with shared
+"""``launcher.loop.program.over_seeds``: a one-seed function over the seed axis, with shared
 arguments; on CPU a loop whose every seed runs the unbatched program. Both layouts
 (``batched``, docs/design.md §2.6) run here and agree, also for the fake
 agent's whole seed program."""
@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from launcher.program import SeedProgram, over_seeds
+from launcher.loop.program import SeedProgram, over_seeds
 
 
 def _step(state: dict, shared: jax.Array) -> tuple[dict, jax.Array]:
@@ -91,9 +91,9 @@ def test_the_fake_agents_seed_program_is_bit_identical_in_both_layouts():
     and metrics are equal bit for bit."""
     from launcher_fakes import fake_config, make_fake_env, state_arrays
 
-    from launcher import build
-    from launcher.config import resolve
-    from launcher.program import seed_keys
+    from launcher.config.validate import resolve
+    from launcher.loop import build
+    from launcher.loop.program import seed_keys
 
     spec = resolve(fake_config())
     env = build.make_env(spec, make_fake_env)

@@ -1,11 +1,11 @@
-"""launcher.progress: the bar's line names its two rates (issue 44, item 3: it showed
+"""launcher.loop.progress: the bar's line names its two rates (issue 44, item 3: it showed
 ``15.64step/s, 8,804 steps/s``)."""
 
 from __future__ import annotations
 
 import re
 
-from launcher.progress import Progress, rate
+from launcher.loop.progress import Progress, rate
 
 
 class Clock:

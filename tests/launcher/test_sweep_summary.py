@@ -1,11 +1,11 @@
-"""A multirun's summary (launcher/sweep_status.py) ends with the overlay command of its
+"""A multirun's summary (launcher/loop/sweep_status.py) ends with the overlay command of its
 completed runs (issue 44 item 8)."""
 
 from __future__ import annotations
 
 import json
 
-from launcher import sweep_status
+from launcher.loop import sweep_status
 
 
 def _record(sweep_dir, rows) -> None:
@@ -36,7 +36,7 @@ def test_the_summary_names_the_overlay_of_the_completed_runs(tmp_path, monkeypat
     lines = text.splitlines()
     assert lines[0] == "sweep: 4 job(s), 1 failed"
     # the failed run is left out; runs below the working directory are written relative
-    assert lines[-1] == f"overlay: python -m launcher.report runs/a runs/c {runs[3]}"
+    assert lines[-1] == f"overlay: python -m analysis runs/a runs/c {runs[3]}"
 
 
 def test_one_completed_run_has_no_overlay(tmp_path, monkeypatch):

@@ -57,7 +57,7 @@ def test_compute_dtype_names_a_run_only_away_from_its_default() -> None:
     """``agent.compute_dtype=auto`` keeps the pinned run name (the field is declared
     ``added_later``); another value is part of the identity."""
     from launcher.cli import compose_spec
-    from launcher.identity import identity
+    from launcher.config.identity import identity
     from tests.launcher.test_launcher_config import PINNED_RUN_NAMES
 
     job = "agent=dreamerv3 protocol=smoke"

@@ -11,7 +11,7 @@ import pytest
 import envs
 from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
-from launcher.checkpoint import to_raw
+from launcher.store.checkpoint import to_raw
 
 TINY = TDMPC2Config(
     model_size=1,

@@ -18,7 +18,7 @@ import pytest
 import envs
 from agents.tdmpc2.agent import TDMPC2
 from agents.tdmpc2.config import TDMPC2Config
-from launcher.program import FULL_OPTIMIZATION
+from launcher.loop.program import FULL_OPTIMIZATION
 
 PROBE = TDMPC2Config(
     model_size=1,

@@ -32,7 +32,7 @@ from agents.tdmpc2.agent import TDMPC2, batched_policy
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.world_model import WorldModel
-from launcher.program import SeedProgram, seed_keys
+from launcher.loop.program import SeedProgram, seed_keys
 from tests.agents.tdmpc2.test_agent import TINY as AGENT_TINY
 
 U = 2.0**-24  # float32 unit roundoff

@@ -29,7 +29,7 @@ from agents.tdmpc2.dataset import (
 )
 from agents.tdmpc2.multitask_config import MultiTaskConfig
 from agents.tdmpc2.offline import TDMPC2MultiTask, sample_windows, synthetic_dataset
-from launcher.program import SeedProgram, seed_keys
+from launcher.loop.program import SeedProgram, seed_keys
 from tests.agents.tdmpc2.conftest import TOY_TASKS
 
 INFOS = [TaskInfo.from_spec(TOY_TASKS.member_env(i).spec) for i in range(3)]

@@ -38,7 +38,7 @@ lie within twice the measured value error of the iteration (exact ties: T42), an
 softmax of the elite values) to ``ATOL`` plus a relative ``2 x temperature x`` that error.
 
 The value errors above were measured with XLA's default CPU compile (what a run uses), so the
-programs here compile with :data:`launcher.program.FULL_OPTIMIZATION`: under the test
+programs here compile with :data:`launcher.loop.program.FULL_OPTIMIZATION`: under the test
 session's ``FAST_COMPILE`` (another fusion emitter, whose float32 transcendentals round
 differently) the chained values of ``defaults`` drift by up to 1.2e-3 at |V| ~ 15, above
 that section's bound of 9.3e-4. (``test_multitask_parity.py`` shares these tolerances but
@@ -64,7 +64,7 @@ from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.planner import PlanNoise, estimate_value, mppi_update, plan
 from agents.tdmpc2.reference_names import tree_from_reference
 from agents.tdmpc2.world_model import WorldModel
-from launcher.program import FULL_OPTIMIZATION
+from launcher.loop.program import FULL_OPTIMIZATION
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "tdmpc2_plan.npz"
 ATOL = 1e-5
