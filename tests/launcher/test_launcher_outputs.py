@@ -157,7 +157,7 @@ def test_the_run_loop_imports_no_output():
 
     outputs = {path.partition(":")[0] for path in OUTPUTS.values()}
     outputs |= {"launcher.logger.wandb_logger", "launcher.logger.wandb_history"}
-    for name in ("loop/run", "loop/chunks", "outputs/loggers"):
+    for name in ("loop/run", "loop/chunks", "logger/loggers"):
         tree = ast.parse((Path(__file__).parents[2] / "launcher" / f"{name}.py").read_text())
         imported = set()
         for node in ast.walk(tree):
