@@ -253,7 +253,6 @@ def test_preempted_job_is_requeued_and_resumes_bit_identically(tmp_path):
         time.sleep(0.2)  # into the next chunk's 0.5 s (a host callback: see _callback_exit)
         os.kill(task, signal.SIGUSR2)
         signalled_after = _steps(run_dir)
-        ids_before = json.loads((run_dir / "wandb_ids.json").read_text())
     except BaseException:
         _kill(proc)
         _kill(ref)
@@ -280,8 +279,9 @@ def test_preempted_job_is_requeued_and_resumes_bit_identically(tmp_path):
     assert final["fingerprint"] == expected["fingerprint"]
     assert final["config_hash"] == expected["config_hash"]
     assert _rows(run_dir) == _rows(ref_dir)
-    # the same W&B runs continue; both launches recorded, the second resuming at `step`
-    assert json.loads((run_dir / "wandb_ids.json").read_text()) == ids_before
+    # logger=disabled lists no W&B output, so no W&B ids (their reuse across resumes:
+    # test_launcher_wandb_resume); both launches recorded, the second resuming at `step`
+    assert not (run_dir / "wandb_ids.json").exists()
     records = [json.loads(ln) for ln in (run_dir / "launches.jsonl").read_text().splitlines()]
     assert [r["resumed_at_step"] for r in records] == [0, step]
 
