@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import jax
@@ -88,7 +89,9 @@ def assert_episode_video(path: Path, n_frames: int) -> None:
 
     assert path.is_file(), path
     reader = imageio_ffmpeg.read_frames(str(path))
-    width, height = next(reader)["size"]
+    with warnings.catch_warnings():  # its child execs ffmpeg at once: no JAX to deadlock
+        warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+        width, height = next(reader)["size"]  # starts ffmpeg
     frames = np.stack([np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader])
     assert frames.shape[0] == n_frames
     assert all(np.ptp(f) > 0 for f in frames)  # something drawn in every frame
