@@ -4,7 +4,8 @@
 when that step ends the episode (``done``: termination or time limit), resets it in the
 same call. The returned :class:`envs.core.EnvState` then holds
 
-* ``reward``, ``done``, ``terminated``: those of the step that ended the episode;
+* ``reward``, ``done``, ``terminated``, ``unlocked``: those of the step that ended the
+  episode (``unlocked``: the achievements of that step, issue 46; None on envs without);
 * ``final_obs``: that step's observation (the episode's final observation);
 * ``obs``, ``inner``, ``t = 0``, ``key``: the next episode's reset state.
 
@@ -114,6 +115,7 @@ def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
             t=jnp.where(stepped.done, jnp.zeros_like(stepped.t), stepped.t),
             key=key,
             final_obs=stepped.obs,
+            unlocked=stepped.unlocked,  # the ending step's, like its reward
         )
 
     return AutoResetEnv(spec=env.spec, reset=reset, step=step, wrapped=env, fresh_reset=fresh_reset)

@@ -54,6 +54,8 @@ class EnvSpec:
       episode_length: T, the time limit in *agent* steps (docs/design.md §3).
       action_repeat: backend steps per agent step.
       can_terminate: whether an episode may end before T (true termination).
+      achievements: the names of the env's achievements in a fixed order (the order of
+        ``EnvState.unlocked``); empty on envs without any (issue 46 contract).
     """
 
     env_id: str
@@ -66,6 +68,7 @@ class EnvSpec:
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
     can_terminate: bool = False
+    achievements: tuple[str, ...] = ()
 
 
 class StaticFacts(NamedTuple):
@@ -105,6 +108,12 @@ class EnvState:
         (``done``), the episode's final observation (``obs`` is then already the next
         episode's reset observation); otherwise equal to ``obs`` (deviation E20). Read it
         with :func:`envs.autoreset.get_final_obs`, which works for both.
+      unlocked: [n_achievements] bool or None. The achievements (``spec.achievements``)
+        unlocked on the last agent step (OR over its action repeats), all False after a
+        reset; None on envs without achievements (their pytrees are unchanged). An
+        :func:`envs.autoreset.autoreset` env keeps the ending step's value on the step that
+        ended an episode, as it keeps its ``reward``: OR-ing ``unlocked`` over an episode's
+        steps gives the episode's achievement set.
     """
 
     inner: Any
@@ -115,6 +124,7 @@ class EnvState:
     t: jax.Array
     key: jax.Array
     final_obs: jax.Array | None = None
+    unlocked: jax.Array | None = None
 
 
 @dataclasses.dataclass(frozen=True)
