@@ -16,7 +16,9 @@ ticks report into the chunk's metrics, with one meaning for every agent:
 * the agent's counters (``timestep``, ``env_frames``, ``Train/n_updates``).
 
 Evaluation: :func:`evaluate` folds the evaluation count into the key and counts it, and
-:func:`run_episodes` plays fresh envs in parallel and keeps each env's first episode.
+:func:`run_episodes` plays fresh envs in parallel and keeps each env's first episode;
+:func:`eval_episodes` makes an evaluation's metrics of them, with the achievements' success
+rates and the Crafter score on an env that has achievements (:mod:`agents.common.achievements`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from agents.common.achievements import achievement_metrics
 from envs.core import Env
 from envs.row_collector import RowCollector
 
@@ -121,24 +124,54 @@ def run_episodes(env: Env, n: int, mode: str, policy: Any, carry: Any, key: jax.
     run in parallel for ``T + 1`` ticks by ``policy`` (a row-collector policy, initial carry
     ``carry``) under the row collector's ``mode`` (an env that has not ended an episode by
     then counts 0). In static mode every env ends exactly one episode in ``T + 1`` ticks."""
+    return _first_episodes(env, n, mode, policy, carry, key, False)[0]
+
+
+def _first_episodes(
+    env: Env, n: int, mode: str, policy: Any, carry: Any, key: jax.Array, achievements: bool
+) -> tuple[jax.Array, jax.Array | None]:
+    """:func:`run_episodes`' returns ``[n]`` and, if ``achievements``, each first episode's
+    achievement set ``[n, K]`` bool: ``EnvState.unlocked`` OR-ed over the steps up to the one
+    that ends it (the auto-reset env keeps the ending step's, ``envs.autoreset``); else None.
+    Without achievements the scan is the one :func:`run_episodes` always ran."""
     col = RowCollector(env, n, mode)
     k_init, k_run = jax.random.split(key)
     cstate = col.init(k_init, policy_carry=carry)
 
     def body(c, i):
-        cstate, returns, seen = c
+        cstate, returns, seen, *got = c
         cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy)
         first = stats.done & ~seen
-        return (cstate, jnp.where(first, stats.returns, returns), seen | stats.done), None
+        out = (cstate, jnp.where(first, stats.returns, returns), seen | stats.done)
+        if achievements:  # the step just taken belongs to the first episode until it ended
+            unlocked, ended = got
+            fresh = cstate.env_state.unlocked & ~ended[:, None]
+            out += (unlocked | fresh, ended | cstate.is_last)
+        return out, None
 
     init = (cstate, jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool))
-    (_, returns, _), _ = jax.lax.scan(body, init, jnp.arange(env.spec.episode_length + 1))
-    return returns
+    if achievements:
+        init += (jnp.zeros((n, len(env.spec.achievements)), bool), jnp.zeros((n,), bool))
+    out, _ = jax.lax.scan(body, init, jnp.arange(env.spec.episode_length + 1))
+    return out[1], (out[3] if achievements else None)
 
 
 def episode_metrics(returns: jax.Array) -> Metrics:
     """``Eval/episodic mean reward`` and ``Eval/episode returns`` of ``returns [n]``."""
     return {"Eval/episodic mean reward": jnp.mean(returns), "Eval/episode returns": returns}
+
+
+def eval_episodes(env: Env, n: int, mode: str, policy: Any, carry: Any, key: jax.Array) -> Metrics:
+    """The metrics of one evaluation: :func:`episode_metrics` of :func:`run_episodes`' ``n``
+    first episodes and, on an env with achievements (``spec.achievements``), their success
+    rates and Crafter score (:func:`agents.common.achievements.achievement_metrics`). An env
+    without achievements gets the same metrics and the same program as before."""
+    names = env.spec.achievements
+    returns, unlocked = _first_episodes(env, n, mode, policy, carry, key, bool(names))
+    metrics = episode_metrics(returns)
+    if names:
+        metrics.update(achievement_metrics(names, unlocked))
+    return metrics
 
 
 def evaluate(

@@ -35,9 +35,8 @@ from flax import struct
 
 from agents.common.loop import (
     EpisodeEnds,
-    episode_metrics,
+    eval_episodes,
     evaluate,
-    run_episodes,
     run_updates,
     train_chunk,
 )
@@ -221,7 +220,7 @@ class DreamerV3:
         def run(key):
             policy = self.policy_fn(state.train.params)
             carry = init_carry(self.nets, n)
-            return episode_metrics(run_episodes(self.env, n, "dynamic", policy, carry, key))
+            return eval_episodes(self.env, n, "dynamic", policy, carry, key)
 
         return evaluate(state, key, run)
 

@@ -37,9 +37,8 @@ from flax import struct
 from agent_api.backend import batched_layout
 from agents.common.loop import (
     EpisodeEnds,
-    episode_metrics,
+    eval_episodes,
     evaluate,
-    run_episodes,
     run_updates,
     train_chunk,
 )
@@ -286,7 +285,7 @@ class TDMPC2:
         def run(key):
             policy = self.policy_fn(state.train.params, eval_mode=True)
             carry = jnp.zeros((n, *shape))
-            return episode_metrics(run_episodes(self.env, n, "static", policy, carry, key))
+            return eval_episodes(self.env, n, "static", policy, carry, key)
 
         return evaluate(state, key, run)
 
