@@ -36,6 +36,8 @@ from envs.errors import EnvError, UnknownEnvError
 # about it (docs/design.md §5.5). A new backend is one module and one line here.
 BACKEND_MODULES = (
     "envs.gymnax_backend",
+    "envs.minatar_backend",
+    "envs.craftax_backend",
     "envs.playground_backend",
     "envs.brax_backend",
     "envs.probes",

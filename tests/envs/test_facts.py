@@ -87,7 +87,7 @@ def test_every_builtin_id_has_static_facts(no_build):
     for env_id in envs.list_envs():
         f = envs.facts(env_id)
         assert f.episode_length == f.backend_episode_length >= 1
-        if f.backend not in ("gymnax", "task_set"):  # both take action_repeat 1 only
+        if f.backend not in ("gymnax", "minatar", "craftax", "task_set"):  # repeat 1 only
             assert envs.facts(env_id, 2).episode_length == f.episode_length // 2
 
 
@@ -107,9 +107,10 @@ def test_facts_imports_no_simulator():
         """
         import sys
         import envs
-        sims = ("mujoco", "mujoco_playground", "brax", "gymnax")
+        sims = ("mujoco", "mujoco_playground", "brax", "gymnax", "craftax")
         assert not [m for m in sims if m in sys.modules], "import envs"
-        for args in [("walker_walk", 2), ("ant", 2), ("pendulum",), ("humanoid_run", 1, 10)]:
+        for args in [("walker_walk", 2), ("ant", 2), ("pendulum",), ("humanoid_run", 1, 10),
+                     ("breakout_minatar",), ("craftax_classic",)]:
             envs.facts(*args)
         try:
             envs.facts("walker_walk", 2, 21)
