@@ -2,10 +2,12 @@
 line (``python -m analysis``, :mod:`analysis.__main__`; ``python -m launcher.report`` is
 its old spelling).
 
-One run: its learning curves (:mod:`analysis.report`); several runs, or a sweep's
-directory: the runs overlaid (:mod:`analysis.overlay`); ``--compare paper``: the runs
-judged against the published curves (:mod:`analysis.compare`). Exit status 2 with one
-``error:`` line for bad input (a missing directory, metrics or reference).
+One run: its learning curves (:mod:`analysis.report`) and, if it logged a Crafter score,
+its achievements' table (printed) and the score's figure (:mod:`analysis.achievements`);
+several runs, or a sweep's directory: the runs overlaid (:mod:`analysis.overlay`);
+``--compare paper``: the runs judged against the published curves (:mod:`analysis.compare`).
+Exit status 2 with one ``error:`` line for bad input (a missing directory, metrics or
+reference).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis import report
+from analysis import achievements, report
 from analysis.compare import compare
 from analysis.overlay import expand_runs, plot_overlay
 from launcher.errors import ConfigError
@@ -68,6 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    table = achievements.achievement_table(runs[0]) if len(runs) == 1 else None
+    if table is not None:  # a run with a Crafter score: its table, figure and file
+        print(table)
+        print(*achievements.paths(runs[0]), sep="\n")
     print(path)
     return 0
 

@@ -15,6 +15,8 @@ steps (``--x agent_steps``). A row's frames are its ``env_frames``, else its ``t
 times ``run.json``'s action repeat; a panel where neither is known is drawn in agent steps
 and its axis label says so. ``--reference PATH`` adds a published curve (a CSV, see
 :func:`load_reference`) to the evaluation panel.
+A run that logged a Crafter score (an env with achievements, issue 46) also gets its score's
+figure and its achievements' table in ``RUN_DIR/plots/`` (:mod:`analysis.achievements`).
 Exit status 2 with one message if the directory, its metrics or the reference are missing.
 """
 
@@ -25,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from analysis import achievements
 from analysis.levels import run_levels
 from analysis.plotting import (
     BAND_LABEL,  # noqa: F401 - the report's names, re-exported
@@ -256,7 +259,8 @@ def plot_run(
     reference_kind: str = "eval",
 ) -> Path:
     """Write the learning-curve PNG of a run (default ``RUN_DIR/plots/learning_curves.png``)
-    with x in ``x`` and an optional reference on the eval panel; returns the PNG path.
+    with x in ``x`` and an optional reference on the eval panel, and, for a run that logged
+    a Crafter score, :func:`analysis.achievements.write_report`'s files; returns the PNG path.
 
     Raises:
       ConfigError: see :func:`panel_series`.
@@ -268,4 +272,5 @@ def plot_run(
     out = Path(out) if out is not None else run_dir / "plots" / "learning_curves.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     build_figure(panels, run_dir.name).savefig(out, dpi=110)
+    achievements.write_report(run_dir)  # a run with a Crafter score: its figure and table
     return out

@@ -74,7 +74,7 @@ def test_conf_tree_matches_the_registries():
         mine = {o for o, a in owners.items() if a == owner}
         family = {e.name for e in found.values() if (e.model_size_owner or e.name) == owner}
         assert mine == set(entry.model_sizes) | family, entry.name
-    protocols = {"quick", "smoke", "learning_check", "paper", "offline"}
+    protocols = {"quick", "smoke", "learning_check", "paper", "offline", "crafter"}
     assert set(group_options("protocol")) == protocols
     assert set(group_options("logger")) == {"offline", "online", "disabled", "tensorboard"}
     for entry in found.values():  # every settable field is in the composed section
