@@ -150,8 +150,9 @@ def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
     """Craftax's own pixel renderer (``make_craftax_pixel_renderer``, the one its pixel envs
     observe with) at its 16-pixel blocks: 144 x 144 frames (Classic; full Craftax 176 x 176),
     drawn on device inside the rollout (``keep`` is the render); ``size`` unused. 10 frames
-    per second (Crafter's viewer has no fixed rate). The first frame of full Craftax builds
-    Craftax's texture cache (about a minute, once per install)."""
+    per second (Crafter's viewer has no fixed rate). The first renderer made after an install
+    builds Craftax's texture cache (about a minute, a file in Craftax's package directory,
+    announced on stdout by Craftax); later ones load it."""
     del action_repeat, size
     from envs.render import EnvRenderer
 

@@ -65,6 +65,9 @@ BATTERY = [
         "agent=dreamerv3, or choose env= one of: pendulum",
     ),
     (["env=mountain_car_continuous"], "env=mountain_car_continuous: can terminate"),
+    # issue 46's game backends: refused in the same one line, before anything is built
+    (["env=breakout_minatar"], "env=breakout_minatar: has discrete actions and can terminate"),
+    (["env=craftax_classic"], "env=craftax_classic: has discrete actions and can terminate"),
     (["env=walker_walk", "env.episode_length=21"], "env.episode_length: 21 backend steps"),
     (["logger.mode=loud"], "logger.mode: 'loud' is not a W&B mode; choose one of: offline"),
     (["logger.tensorbord=true"], "logger.tensorbord: unknown key; did you mean tensorboard?"),

@@ -120,6 +120,9 @@ def test_memory_report():
 def test_refuses_discrete_and_terminating_envs():
     with pytest.raises(ValueError, match="continuous actions"):
         TDMPC2(TINY, envs.make("cartpole"), total_env_steps=100)
+    for game in ("breakout_minatar", "craftax_classic"):  # issue 46's backends
+        with pytest.raises(ValueError, match="continuous actions"):
+            TDMPC2(TINY, envs.make(game), total_env_steps=100)
     with pytest.raises(ValueError, match="terminate"):
         TDMPC2(TINY, envs.make("mountain_car_continuous"), total_env_steps=100)
 
