@@ -47,16 +47,16 @@ KEY_HINTS = {
     "eval_episodes": "protocol.eval_episodes",
     "action_repeat": "env.action_repeat",
     "task": "env=<id> (e.g. env=walker_walk)",
-    "wandb": "logger=offline|online|disabled",
-    "tensorboard": "logger.tensorboard=true (with W&B), or logger=tensorboard (without)",
     "run_dir": "hydra.run.dir=PATH",
 }
 
 
-def key_hint(key: str) -> str:
+def key_hint(key: str, more: Mapping[str, str] | None = None) -> str:
     """``"; it is protocol.seeds ..."`` for a known misplaced key (top-level or under
-    another section: ``agent.eval_episodes``), else ``""``."""
-    hint = KEY_HINTS.get(key) or KEY_HINTS.get(key.rpartition(".")[2])
+    another section: ``agent.eval_episodes``), else ``""``. ``more``: further hints (the
+    outputs', :func:`launcher.logger.loggers.key_hints`)."""
+    hints = {**KEY_HINTS, **(more or {})}
+    hint = hints.get(key) or hints.get(key.rpartition(".")[2])
     return f"; it is {hint}" if hint and hint.split()[0] != key else ""
 
 

@@ -168,6 +168,7 @@ def check_jobs(
     dir (distinct across a sweep) and, if ``budget``, the CPU time. In a sweep an error
     names its job. Returns the RunSpecs; raises ConfigError."""
     from launcher.config import guards
+    from launcher.logger import loggers
     from launcher.loop import build
     from launcher.store import rundir
 
@@ -180,7 +181,7 @@ def check_jobs(
             if budget:
                 guards.check_cpu_budget(spec)
             out = _output_dir(cfg, multirun)
-            rundir.check_path(out)
+            rundir.check_path(out, *loggers.layout(spec))
         except ConfigError as err:
             if not multirun:
                 raise

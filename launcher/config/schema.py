@@ -19,7 +19,6 @@ CALLBACK_PHASES = ("pretrain", "post_update", "eval_metrics", "reference_rows", 
 # import path like any hook (the run loop imports no analysis module).
 DEFAULT_REFERENCE_ROWS = ("analysis.paper_line:paper_rows",)
 DEFAULT_RUN_END = ("analysis.report:plot_run",)
-LOGGER_MODES = ("offline", "online", "disabled")
 RESUME_MODES = ("auto", "force")
 # Keys a `+resume=force` relaunch may change (design: extending a run's length).
 FORCE_CHANGEABLE = ("protocol.n_timesteps",)
@@ -122,6 +121,10 @@ class LoggerSpec:
         among them; None: ``jsonl``, then ``wandb`` unless ``mode=disabled``, then
         ``tensorboard`` if ``tensorboard`` (what the presets set). Resolved into the list,
         with ``mode`` and ``tensorboard`` made to agree (:func:`launcher.logger.loggers.resolve`).
+        The settings below belong to one output each, which checks them itself
+        (its ``configure``): ``mode`` ... ``tags`` and ``checkpoint_artifact`` to
+        :mod:`launcher.logger.wandb_output`, ``tensorboard`` to
+        :mod:`launcher.logger.tensorboard_logger`.
       mode: W&B mode: ``offline`` (default; no account or network), ``online``,
         ``disabled``.
       project, entity: the W&B project and entity (None = the account's default).
@@ -134,7 +137,7 @@ class LoggerSpec:
       checkpoint_artifact: at each checkpoint save, log the newest checkpoint and what a
         resume needs as a W&B artifact of type ``checkpoint`` named for the run, aliases
         ``latest`` and ``step_<t>``, from the first seed's W&B run
-        (:mod:`launcher.logger.carry`); needs W&B (``mode`` offline or online).
+        (:mod:`launcher.logger.wandb_carry`); needs W&B (``mode`` offline or online).
     """
 
     outputs: tuple[str, ...] | None = None
@@ -180,7 +183,7 @@ class RunControl:
       from_artifact: a W&B artifact reference (``ENTITY/PROJECT/NAME:ALIAS``) of a
         checkpoint logged with ``logger.checkpoint_artifact``: a run directory without
         checkpoints gets it (its config identity checked) and the launch resumes from
-        it (:mod:`launcher.logger.carry`).
+        it (:mod:`launcher.logger.wandb_carry`).
     """
 
     resume: str = "auto"

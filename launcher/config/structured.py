@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from launcher.config.coerce import as_list, close_matches, describe, key_hint, listing, owner
+from launcher.config.env_listing import env_options
 from launcher.errors import ConfigError
 
 GROUP = "schema"
@@ -107,28 +108,9 @@ def store_sections() -> None:
     store_envs()
 
 
-def env_options() -> dict[str, dict[str, Any]]:
-    """The ``env=`` options, generated from the env registry (no YAML per task): one per
-    registered id, ``{id}`` plus the ``action_repeat`` its backend declares for its options
-    when not 1 (``envs.core.Backend.preset_action_repeat``: 2 on DMC), then ``custom``, a
-    user's own env (``env=custom env.factory=pkg.module:make_env``, :mod:`envs.custom`)."""
-    import envs
-    from launcher.config.schema import CUSTOM_ENV
-
-    declared = envs.backends()
-    options = {}
-    for env_id in envs.list_envs():
-        node: dict[str, Any] = {"id": env_id}
-        repeat = declared[envs.backend_of(env_id)].preset_action_repeat
-        if repeat != 1:  # 1 is the schema's default: not restated
-            node["action_repeat"] = repeat
-        options[env_id] = node
-    options[CUSTOM_ENV] = {"id": CUSTOM_ENV}
-    return options
-
-
 def store_envs() -> None:
-    """Store :func:`env_options` as Hydra's ``env`` group, once per process (the
+    """Store :func:`launcher.config.env_listing.env_options` (no jax where the registry is not
+    loaded) as Hydra's ``env`` group, once per process (the
     ``env/default/<protocol>.yaml`` files of ``conf/`` name them like YAML options)."""
     from hydra.core.config_store import ConfigStore
 
@@ -270,7 +252,7 @@ def message(err: BaseException, prefix: str = "") -> str:
     leaf = key.rpartition(".")[2]
     if isinstance(cause, ConfigKeyError | ConfigAttributeError) and leaf not in fields:
         return (
-            f"{key}: unknown key{key_hint(key)}; {close_matches(leaf, fields)}"
+            f"{key}: unknown key{_key_hint(key)}; {close_matches(leaf, fields)}"
             f"valid keys: {listing(fields)}"
         )
     if isinstance(getattr(cause, "key", None), int):  # a list element: the list's item type
@@ -289,6 +271,13 @@ def message(err: BaseException, prefix: str = "") -> str:
     if typing.get_origin(hint) is tuple and not isinstance(value, list | tuple | dict):
         fix = as_list(key, value)
     return f"{key}: expected {type_name(hint)}, got {describe(value)}{fix}"
+
+
+def _key_hint(key: str) -> str:
+    """:func:`key_hint` with the outputs' own misplaced keys (imported on an error only)."""
+    from launcher.logger import loggers
+
+    return key_hint(key, loggers.key_hints())
 
 
 def hydra_message(err: BaseException) -> str:

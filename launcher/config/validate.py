@@ -16,17 +16,16 @@ The launcher knows no agent by name: an agent is whatever ``agent.entry`` points
 
 from __future__ import annotations
 
-import re
 import typing
 from collections.abc import Mapping
 from typing import Any
 
 from agent_api import AgentEntry, load
-from launcher.config.coerce import close_matches, describe, key_hint, listing, section
+from launcher.config import coerce
+from launcher.config.coerce import close_matches, describe, listing, section
 from launcher.config.identity import plain
 from launcher.config.schema import (
     CALLBACK_PHASES,
-    LOGGER_MODES,
     RESUME_MODES,
     RUN_CONTROL,
     TOP_LEVEL,
@@ -42,10 +41,12 @@ from launcher.config.structured import build_dataclass
 from launcher.errors import ConfigError
 from launcher.logger import loggers
 
-# A W&B artifact reference: [ENTITY/][PROJECT/]NAME:ALIAS (W&B's own name characters).
-ARTIFACT_REF = re.compile(r"([\w.-]+/){0,2}[\w.-]+:[\w.-]+")
+__all__ = ["key_hint", "load_entry", "resolve"]
 
-__all__ = ["key_hint", "load_entry", "resolve"]  # key_hint: launcher.config.coerce
+
+def key_hint(key: str) -> str:
+    """:func:`launcher.config.coerce.key_hint` with the outputs' own misplaced keys."""
+    return coerce.key_hint(key, loggers.key_hints())
 
 
 # ------------------------------------------------------------------ the agent
@@ -136,22 +137,11 @@ def _resolve_env(cfg: Mapping[str, Any]) -> EnvSpecConfig:
     return build_dataclass(EnvSpecConfig, section(cfg, "env"), "env")  # bounds: its fields
 
 
-def _resolve_logger(cfg: Mapping[str, Any]) -> LoggerSpec:
+def _resolve_logger(cfg: Mapping[str, Any], control: RunControl) -> LoggerSpec:
+    """The output list and each output's settings, checked by the outputs themselves
+    (:func:`launcher.logger.loggers.resolve`)."""
     logger = build_dataclass(LoggerSpec, section(cfg, "logger"), "logger")
-    if logger.mode not in LOGGER_MODES:
-        raise ConfigError(
-            f"logger.mode: {logger.mode!r} is not a W&B mode; "
-            f"{close_matches(logger.mode, LOGGER_MODES)}choose one of: {listing(LOGGER_MODES)}"
-        )
-    if not logger.project:
-        raise ConfigError("logger.project: must be a non-empty string")
-    logger = loggers.resolve(logger)  # the output list; mode disabled without wandb in it
-    if logger.checkpoint_artifact and logger.mode == "disabled":
-        raise ConfigError(
-            "logger.checkpoint_artifact: needs W&B, but logger.mode=disabled (or wandb is "
-            "not among logger.outputs); use logger=offline or logger=online with it"
-        )
-    return logger
+    return loggers.resolve(logger, control)
 
 
 def _resolve_callbacks(cfg: Mapping[str, Any]) -> CallbackSpec:
@@ -186,12 +176,7 @@ def _resolve_control(cfg: Mapping[str, Any]) -> RunControl:
             f"resume: {control.resume!r} is not a resume mode; choose one of: "
             f"{listing(RESUME_MODES)} (e.g. +resume=force)"
         )
-    if control.from_artifact is not None and not ARTIFACT_REF.fullmatch(control.from_artifact):
-        raise ConfigError(
-            f"from_artifact: {control.from_artifact!r} is not a W&B artifact reference; "
-            "write +from_artifact=ENTITY/PROJECT/NAME:ALIAS (e.g. me/wmrl/<run name>:latest)"
-        )
-    return control
+    return control  # from_artifact: checked by the output that fetches it
 
 
 def resolve(cfg: Mapping[str, Any]) -> RunSpec:
@@ -213,14 +198,15 @@ def resolve(cfg: Mapping[str, Any]) -> RunSpec:
             )
     protocol = _resolve_protocol(cfg)
     entry, agent = _resolve_agent(cfg, protocol)
+    control = _resolve_control(cfg)
     return RunSpec(
         agent_name=entry.name,
         agent=agent,
         entry=entry,
         env=_resolve_env(cfg),
         protocol=protocol,
-        logger=_resolve_logger(cfg),
+        logger=_resolve_logger(cfg, control),
         callbacks=_resolve_callbacks(cfg),
-        control=_resolve_control(cfg),
+        control=control,
         config=plain(cfg),
     )

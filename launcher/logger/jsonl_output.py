@@ -21,6 +21,11 @@ from launcher.store.rundir import RunDir
 class JsonlOutput:
     """The per-seed metrics files (module docstring)."""
 
+    @classmethod
+    def default(cls, logger: Any) -> bool:
+        """Always listed: the run's own record."""
+        return True
+
     def __init__(self, ctx: OutputContext) -> None:
         self.rd, self.seeds = RunDir(ctx.run_dir), list(ctx.seeds)
 

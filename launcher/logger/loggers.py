@@ -25,6 +25,23 @@ nothing else started). Rows written between two flushes are rolled back by a kil
 output holds each row once through a kill -9 + resume by either holding rows until
 ``flush`` (W&B) or dropping those past ``start.step`` in ``open`` (jsonl, TensorBoard). A
 row is ``{"kind": "train"|"eval", "chunk", "timestep", metric: number or list, ...}``.
+
+An output also declares, on its class, what the launcher would otherwise have to know
+about it (all optional; the launcher calls these and names no output)::
+
+    FILES, FOLDERS       its files and folders in the run directory (FOLDERS: name -> what
+                         it holds); a folder holding one of FILES is a run directory
+    KEY_HINTS            a key people misplace -> where it lives (``tensorboard=true``)
+    default(logger)      listed when ``logger.outputs`` is not given (the presets)
+    configure(given, listed) -> LoggerSpec   check its settings against the list
+                         (:class:`Given`) and return the logger spec agreeing with it
+    prepare(spec, rd)    before the launch restores: bring a checkpoint in (W&B's
+                         ``+from_artifact``); True if the launch resumes what is there now
+    summary(spec, run_dir, dirs) -> [(label, text)]   its lines of the end-of-run summary
+
+The built-in outputs' declarations count whether they are listed or not (their settings
+are checked and their files belong to the layout either way); a user's output's, when
+listed.
 """
 
 from __future__ import annotations
@@ -37,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config.coerce import close_matches, listing
-from launcher.config.schema import LoggerSpec, RunSpec
+from launcher.config.schema import LoggerSpec, RunControl, RunSpec
 from launcher.errors import ConfigError
 from launcher.store.rundir import RunDir, read_metrics
 
@@ -106,16 +123,32 @@ def load_output(name: str, where: str = "logger.outputs") -> type:
     return cls
 
 
-def resolve(logger: LoggerSpec) -> LoggerSpec:
-    """``logger`` with its output list filled in (from ``mode``/``tensorboard`` when not
-    given: the presets) and checked, ``mode`` and ``tensorboard`` made to agree with it."""
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """What an output's ``configure`` checks: the logger section (as agreed so far), the
+    run control, the resolved output list (``names``, the record first) and the list as
+    given (``shown``, for messages)."""
+
+    logger: LoggerSpec
+    control: RunControl
+    names: tuple[str, ...]
+    shown: str
+
+
+def builtins() -> dict[str, type]:
+    """The built-in outputs' classes, by name (each module imported)."""
+    return {name: load_output(name) for name in OUTPUTS}
+
+
+def resolve(logger: LoggerSpec, control: RunControl | None = None) -> LoggerSpec:
+    """``logger`` with its output list filled in (the outputs' ``default`` when not given:
+    the presets) and checked, each output's settings made to agree with it (``configure``)."""
+    known = builtins()
     names = logger.outputs
     if names is None:
-        names = (RECORD, *(["wandb"] * (logger.mode != "disabled")))
-        names = (*names, *(["tensorboard"] * logger.tensorboard))
+        names = tuple(n for n, cls in known.items() if _hook(cls, "default", False, logger))
     names = tuple(str(n) for n in names)
-    for i, name in enumerate(names):
-        load_output(name, f"logger.outputs[{i}]")
+    listed = [(n, load_output(n, f"logger.outputs[{i}]")) for i, n in enumerate(names)]
     shown = f"[{','.join(names)}]"
     if RECORD not in names:
         raise ConfigError(
@@ -124,20 +157,61 @@ def resolve(logger: LoggerSpec) -> LoggerSpec:
         )
     if len(set(names)) < len(names):
         raise ConfigError(f"logger.outputs: {shown} names an output twice; list each once")
-    if "wandb" in names and logger.mode == "disabled":
-        raise ConfigError(
-            f"logger.outputs: {shown} names wandb, but logger.mode=disabled; "
-            "set logger.mode=offline (or online), or leave wandb out"
-        )
-    if logger.tensorboard and "tensorboard" not in names:
-        raise ConfigError(
-            f"logger.outputs: {shown} leaves out tensorboard, but logger.tensorboard=true; "
-            "add tensorboard to the list"
-        )
     names = (RECORD, *(n for n in names if n != RECORD))  # the record first: others read it
-    mode = logger.mode if "wandb" in names else "disabled"
-    tb = "tensorboard" in names
-    return dataclasses.replace(logger, outputs=names, mode=mode, tensorboard=tb)
+    given = Given(logger, control or RunControl(), names, shown)
+    for name, cls in {**known, **dict(listed)}.items():
+        agreed = _hook(cls, "configure", given.logger, given, name in names)
+        given = dataclasses.replace(given, logger=agreed)
+    return dataclasses.replace(given.logger, outputs=names)
+
+
+def _hook(cls: type, name: str, absent: Any, *args: Any) -> Any:
+    """``cls.name(*args)``, an optional declaration; ``absent`` where the class has none."""
+    hook = getattr(cls, name, None)
+    return hook(*args) if callable(hook) else absent
+
+
+def _declared(spec: RunSpec | None) -> list[type]:
+    """Whose declarations count: every built-in output, and ``spec``'s listed ones."""
+    classes = builtins()
+    for name in (spec.logger.outputs or ()) if spec is not None else ():
+        classes.setdefault(name, load_output(name))
+    return list(classes.values())
+
+
+def layout(spec: RunSpec | None = None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The files and folders (name -> what it holds) the outputs keep in a run directory
+    (:func:`launcher.store.rundir.check_path`)."""
+    files: list[str] = []
+    folders: dict[str, str] = {}
+    for cls in _declared(spec):
+        files.extend(getattr(cls, "FILES", ()))
+        folders.update(getattr(cls, "FOLDERS", {}))
+    return tuple(files), folders
+
+
+def key_hints() -> dict[str, str]:
+    """The outputs' misplaced keys -> where each lives (:func:`launcher.config.coerce.key_hint`)."""
+    return {k: v for cls in _declared(None) for k, v in getattr(cls, "KEY_HINTS", {}).items()}
+
+
+def prepare(spec: RunSpec, rd: RunDir) -> bool:
+    """Before the launch restores: each output's ``prepare`` (W&B's ``+from_artifact``
+    fetch); True if one says the launch resumes what is in ``rd`` now."""
+    answers = [bool(_hook(cls, "prepare", False, spec, rd)) for cls in _declared(spec)]
+    return any(answers)  # every hook ran (a list, not a generator)
+
+
+def summary(
+    spec: RunSpec, run_dir: Path, dirs: Mapping[str, Sequence[str]]
+) -> list[tuple[str, str]]:
+    """The outputs' lines of the end-of-run summary, ``(label, text)`` (label "" continues
+    the line above), from the directories each wrote (``upload_dirs``, ``top_up``)."""
+    lines: list[tuple[str, str]] = []
+    for name, written in dirs.items():
+        plain = [(name, ", ".join(written))]  # an output that declares no summary
+        lines.extend(_hook(load_output(name), "summary", plain, spec, Path(run_dir), written))
+    return lines
 
 
 def kept_rows(rd: RunDir, seeds: Sequence[int], chunk: float = math.inf) -> list[list[Row]]:
@@ -151,20 +225,22 @@ def kept_rows(rd: RunDir, seeds: Sequence[int], chunk: float = math.inf) -> list
 
 
 def _classes(spec: RunSpec) -> list[tuple[str, type]]:
-    return [(n, load_output(n)) for n in resolve(spec.logger).outputs or ()]
+    return [(n, load_output(n)) for n in resolve(spec.logger, spec.control).outputs or ()]
 
 
 class RunOutputs:
     """The outputs of one launch, called in list order (module docstring)."""
 
     def __init__(self, ctx: OutputContext, reference: Sequence[Mapping[str, Any]] = ()) -> None:
-        """Build every output (W&B starts here); raises ConfigError before anything is
+        """Build every output (each starts here); raises ConfigError before anything is
         written, the outputs built so far finished."""
         self.ctx, self.reference = ctx, tuple(dict(r) for r in reference)
         self.outputs: list[Any] = []
+        self.names: list[str] = []
         try:
             for name, cls in _classes(ctx.spec):
                 self.outputs.append(_start(name, cls, ctx))
+                self.names.append(name)
         except BaseException:
             self.finish()
             raise
@@ -189,8 +265,11 @@ class RunOutputs:
         """What the outputs keep in a checkpoint's metadata."""
         return {k: v for out in self.outputs for k, v in _optional(out, "meta", {}).items()}
 
-    def upload_dirs(self) -> list[str]:
-        return [d for out in self.outputs for d in _optional(out, "upload_dirs", [])]
+    def upload_dirs(self) -> dict[str, list[str]]:
+        """Output name -> the directories it wrote for a later upload (those with any)."""
+        pairs = zip(self.names, self.outputs, strict=True)
+        dirs = {name: list(_optional(out, "upload_dirs", [])) for name, out in pairs}
+        return {name: written for name, written in dirs.items() if written}
 
     def finish(self) -> None:
         """Finish every output (each even if another fails; the first error is raised)."""
@@ -200,7 +279,7 @@ class RunOutputs:
                 out.finish()
             except BaseException as err:  # noqa: BLE001 - finish the others first
                 first = first or err
-        self.outputs = []
+        self.outputs, self.names = [], []
         if first is not None:
             raise first
 
@@ -225,15 +304,16 @@ def _optional(out: Any, name: str, default: Any) -> Any:
 
 def top_up(
     spec: RunSpec, rd: RunDir, meta: Mapping[str, Any], reference: Sequence[Mapping[str, Any]]
-) -> list[str]:
+) -> dict[str, list[str]]:
     """A finished run's relaunch: each output with a ``top_up`` gets the rows it lacks (a
-    kill after the final checkpoint, before it held them); the directories written."""
+    kill after the final checkpoint, before it held them); output name -> the directories
+    written (those with any)."""
     seeds = tuple(spec.protocol.seeds)
     ctx = OutputContext(spec, rd.path, seeds, meta)
     kept = tuple(map(tuple, kept_rows(rd, seeds)))
     start = Start(int(meta["timestep"]), int(meta["chunk"]), kept, tuple(map(dict, reference)))
-    dirs: list[str] = []
-    for _, cls in _classes(spec):
-        if callable(getattr(cls, "top_up", None)):
-            dirs.extend(cls.top_up(ctx, start))
+    dirs: dict[str, list[str]] = {}
+    for name, cls in _classes(spec):
+        if callable(getattr(cls, "top_up", None)) and (written := list(cls.top_up(ctx, start))):
+            dirs[name] = written
     return dirs

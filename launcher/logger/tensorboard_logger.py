@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config.schema import LoggerSpec
-from launcher.logger.loggers import OutputContext, Start
+from launcher.errors import ConfigError
+from launcher.logger.loggers import Given, OutputContext, Start
 from launcher.store.rundir import read_metrics
 
 DIRECTORY = "tensorboard"
@@ -150,6 +151,27 @@ class TensorBoardRuns:
 class TensorBoardOutput:
     """The ``tensorboard`` output (:mod:`launcher.logger.loggers`): :class:`TensorBoardRuns`,
     opened with the purge step of the checkpoint resumed from."""
+
+    FOLDERS = {DIRECTORY: "its TensorBoard event files"}
+    KEY_HINTS = {
+        "tensorboard": "logger.tensorboard=true (beside the preset's outputs), or "
+        "logger=tensorboard (the metrics files and TensorBoard)"
+    }
+
+    @classmethod
+    def default(cls, logger: LoggerSpec) -> bool:
+        """Listed by the presets when ``logger.tensorboard``."""
+        return logger.tensorboard
+
+    @classmethod
+    def configure(cls, given: Given, listed: bool) -> LoggerSpec:
+        """``logger.tensorboard`` set exactly when listed (it cannot ask for an unlisted one)."""
+        if given.logger.tensorboard and not listed:
+            raise ConfigError(
+                f"logger.outputs: {given.shown} leaves out tensorboard, but "
+                "logger.tensorboard=true; add tensorboard to the list"
+            )
+        return dataclasses.replace(given.logger, tensorboard=listed)
 
     def __init__(self, ctx: OutputContext) -> None:
         self.ctx, self.runs = ctx, None

@@ -25,7 +25,7 @@ chunk that a resume rolled back. How:
   kill kept from W&B (after the checkpoint, before W&B wrote them) are logged once, and
   rows it already has are not logged again.
 
-Checkpoints as artifacts (``logger.checkpoint_artifact``, :mod:`launcher.logger.carry`): each
+Checkpoints as artifacts (``logger.checkpoint_artifact``, :mod:`launcher.logger.wandb_carry`): each
 saved checkpoint is logged from the first seed's run (:meth:`WandbRuns.log_checkpoint`);
 :func:`download_artifact` fetches one back (``+from_artifact``).
 
@@ -35,6 +35,7 @@ server, so it cannot clean an offline run's files.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -48,12 +49,27 @@ from typing import Any
 from launcher.config.schema import LoggerSpec
 from launcher.errors import ConfigError
 from launcher.logger import wandb_history
+from launcher.store.rundir import atomic_write
 
 log = logging.getLogger(__name__)
 
 NOT_LOGGED = ("chunk", "kind")  # the metrics files' bookkeeping, not W&B metrics
 REFERENCE_PREFIX = "Paper/"  # the reference rows' metrics (analysis.paper_line)
-ARTIFACT_TYPE = "checkpoint"  # the type of the checkpoint artifacts (launcher.logger.carry)
+IDS_FILE = "wandb_ids.json"  # seed -> W&B run id, in the run directory
+ARTIFACT_TYPE = "checkpoint"  # the type of the checkpoint artifacts (launcher.logger.wandb_carry)
+
+
+def read_ids(run_dir: Path) -> dict[int, str]:
+    """The run ids kept in ``run_dir`` (seed -> id); empty before the first launch's."""
+    path = Path(run_dir) / IDS_FILE
+    if not path.exists():
+        return {}
+    return {int(k): v for k, v in json.loads(path.read_text()).items()}
+
+
+def write_ids(run_dir: Path, ids: Mapping[int, str]) -> None:
+    text = json.dumps({str(k): v for k, v in ids.items()}, indent=2) + "\n"
+    atomic_write(Path(run_dir) / IDS_FILE, text)
 
 
 @dataclass
@@ -295,7 +311,7 @@ def top_up(
 def download_artifact(ref: str, root: Path) -> None:
     """Download the W&B artifact ``ref`` (``ENTITY/PROJECT/NAME:ALIAS``) into ``root``
     through W&B's public API (needs ``wandb login`` and network). The one W&B fetch of
-    :mod:`launcher.logger.carry` (tests replace it). ConfigError when W&B cannot fetch it."""
+    :mod:`launcher.logger.wandb_carry` (tests replace it). ConfigError when W&B cannot fetch it."""
     os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
     import wandb
 

@@ -10,7 +10,7 @@ One chunk, in order (the fault points of :mod:`launcher.loop.faults` in brackets
     evaluation on its schedule -> eval rows                    [metrics] [evaluated]
     checkpoint on its schedule (and at a stop / the end)       [saving] [saved]
         -> the outputs flushed: W&B logs the rows the checkpoint covers (and, with
-           logger.checkpoint_artifact, the checkpoint: launcher.logger.carry)
+           logger.checkpoint_artifact, the checkpoint: launcher.logger.wandb_carry)
     progress bar
 """
 
@@ -155,7 +155,7 @@ class ChunkLoop:
 
     def _record(self, rows: list[dict[str, Any]]) -> None:
         """One row per seed to every output (the metrics files first)."""
-        self.launch.loggers.write(rows)  # W&B logs them once their checkpoint is saved
+        self.launch.loggers.write(rows)  # an output may hold them until the flush
 
     def evaluate(self, chunk: int, steps: int) -> list[dict[str, Any]]:
         """Evaluate the state (which the evaluation advances) and record the rows."""
@@ -180,7 +180,7 @@ class ChunkLoop:
             "chunk_ticks": launch.chunk_ticks,
             "config_hash": launch.spec.config_hash,
             "seeds": launch.seeds,
-            **launch.loggers.meta(),  # W&B's run ids
+            **launch.loggers.meta(),  # the outputs' own (read back on resume)
         }
         self.ckpt.save(steps, self.state, meta)
         faults.point("saving", chunk)

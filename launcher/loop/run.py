@@ -40,8 +40,7 @@ from typing import Any
 from launcher.config import guards
 from launcher.config.schema import RunSpec
 from launcher.errors import ConfigError, RunStopped
-from launcher.logger import carry
-from launcher.logger.loggers import OutputContext, RunOutputs, kept_rows, top_up
+from launcher.logger.loggers import OutputContext, RunOutputs, kept_rows, layout, prepare, top_up
 from launcher.loop import build
 from launcher.loop.callbacks import Callbacks
 from launcher.loop.chunks import ChunkLoop, Launch
@@ -84,7 +83,7 @@ def run(
         parameter); the checkpoints saved before are kept.
     """
     rd = RunDir(run_dir)
-    rundir.check_path(rd.path)
+    rundir.check_path(rd.path, *layout(spec))
     env = build.make_env(spec, make_env)
     agent = build.make_agent(spec, env)
     callbacks = Callbacks.build(spec.callbacks)
@@ -147,9 +146,8 @@ def _accept(
     n_chunks = chunk_count(total_ticks, chunk_ticks)
     try:
         stored = rd.check_config(spec)
-        carried = spec.control.from_artifact is not None
-        if carried:  # +from_artifact: the checkpoint (and run.json) arrive here
-            carry.fetch(spec, rd)
+        carried = prepare(spec, rd)  # an output brought a checkpoint in (+from_artifact)
+        if carried:
             stored = rd.check_config(spec)
         restored = _resume_point(spec, rd, env, program, fresh and not carried)
         if restored is not None and int(restored.meta["tick"]) == total_ticks:
@@ -266,7 +264,7 @@ def _train(
     shown = spec.logger.progress
     bar = Progress(spec.protocol.n_timesteps, launch.steps_done, shown, spec.run_name)
     loop = ChunkLoop(launch, state, ckpt, bar)
-    wandb_dirs = launch.loggers.upload_dirs()
+    upload_dirs = launch.loggers.upload_dirs()
     try:
         with CtrlC() as ctrl_c:
             loop.run(ctrl_c)
@@ -289,7 +287,7 @@ def _train(
         final_eval=loop.final_eval,
         metrics_files=[launch.rd.metrics_file(s) for s in launch.seeds],
         plot=launch.callbacks.run_run_end(launch.rd.path) if plot else None,
-        wandb_dirs=wandb_dirs,
+        upload_dirs=upload_dirs,
         compiles=launch.program.compiles(),
         n_devices=launch.program.n_devices,
         state=loop.state,
@@ -319,7 +317,7 @@ def _complete(
             finals[kind].append(last[-1] if last else {})
     curves = rd.plots / "learning_curves.png"
     log.info("%s is already complete (chunk %d)", rd.path, meta["chunk"])
-    wandb_dirs = top_up(spec, rd, meta, callbacks.run_reference_rows(spec))
+    upload_dirs = top_up(spec, rd, meta, callbacks.run_reference_rows(spec))
     return RunResult(
         run_dir=rd.path,
         spec=spec,
@@ -331,7 +329,7 @@ def _complete(
         final_eval=finals["eval"],
         metrics_files=[rd.metrics_file(s) for s in seeds],
         plot=curves if plot and curves.exists() else None,
-        wandb_dirs=wandb_dirs,
+        upload_dirs=upload_dirs,
         compiles=program.compiles(),
         n_devices=program.n_devices,
         state=state,

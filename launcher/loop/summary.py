@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.config.schema import RunSpec
+from launcher.logger import loggers
 from launcher.store.rundir import read_metrics
 
 # The labels' column width ("run dir:      "): every value starts in one column.
@@ -21,7 +22,8 @@ class RunResult:
     """What a launch did and where its outputs are.
 
     ``already_complete``: the run directory held a finished run; nothing was trained,
-    logged or written (its final rows come from the metrics files).
+    logged or written (its final rows come from the metrics files). ``upload_dirs``:
+    output name -> the directories it wrote for a later upload (its summary lines).
     """
 
     run_dir: Path
@@ -34,7 +36,7 @@ class RunResult:
     final_eval: list[dict[str, Any]]
     metrics_files: list[Path]
     plot: Path | None
-    wandb_dirs: list[str]
+    upload_dirs: dict[str, list[str]]
     compiles: dict[str, int]
     n_devices: int
     state: Any = dataclasses.field(repr=False, default=None)
@@ -62,12 +64,8 @@ def summary(result: RunResult) -> str:
         lines.append(f"compile:      {result.compile_seconds:.1f} s (not in steps/s)")
     if result.plot is not None:
         lines.append(f"curves:       {result.plot}")
-    if result.wandb_dirs:
-        lines.append(f"{f'W&B {spec.logger.mode}:':<{LABEL}}{', '.join(result.wandb_dirs)}")
-        if spec.logger.mode == "offline":
-            lines.append(
-                f"              upload: wandb sync {result.run_dir / 'wandb'}/offline-run-*"
-            )
+    for label, text in loggers.summary(spec, result.run_dir, result.upload_dirs):
+        lines.append(f"{f'{label}:' if label else '':<{LABEL}}{text}")
     if spec.logger.tensorboard and not result.already_complete:
         view = f"tensorboard --logdir {result.run_dir / 'tensorboard'}"
         if not tensorboard_installed():  # the writer is tensorboardX; the viewer is optional

@@ -3,16 +3,15 @@
 Layout (``RUN_DIR`` = ``runs/<agent>-<env>-<protocol>-<hash>`` or ``hydra.run.dir``)::
 
     run.json                 identity (hashed), composed config, env facts, memory per seed
-    wandb_ids.json           one W&B run id per seed (reused by every relaunch)
     launches.jsonl           one line per launch: time and provenance (git sha, jax, device)
     checkpoints/<step>/      orbax, named by env step: seed-batched state + JSON metadata
     corrupt_checkpoints/     unreadable checkpoints moved aside by a resume
     metrics/seed_<s>.jsonl   one line per train chunk / evaluation
     plots/learning_curves.png
-    wandb/                   W&B offline runs (``wandb sync``)
-    tensorboard/seed_<s>/    TensorBoard event files (``logger.tensorboard``), one per launch
     launcher.log             the launches' log (created once a launch passes its checks)
     videos/step_<t>/         episodes rendered by ``launcher.evaluate --video``
+    ...                      each output's own files and folders, declared by the output
+                             (its ``FILES``/``FOLDERS``, :func:`launcher.logger.loggers.layout`)
 
 :func:`check_path` refuses, before anything is created, a path that cannot hold a run,
 one check each: a file, a broken link, an unwritable or unreadable folder, one no
@@ -42,7 +41,6 @@ log = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 LAUNCHES = "launches.jsonl"
-WANDB_IDS = "wandb_ids.json"
 LOG_FILE = "launcher.log"  # launcher.loop.run opens it
 # The layout's folders, with what a run keeps in each.
 FOLDERS = {
@@ -50,12 +48,10 @@ FOLDERS = {
     "corrupt_checkpoints": "the unreadable checkpoints a resume moved aside",
     "metrics": "its metrics files",
     "plots": "its plots",
-    "wandb": "its W&B offline runs",
-    "tensorboard": "its TensorBoard event files",
     "videos": "its rendered episodes",
 }
 # Files only a launch writes: a folder holding one is a run directory, whatever else it holds.
-OWN_FILES = (RUN_FILE, LAUNCHES, LOG_FILE, WANDB_IDS)
+OWN_FILES = (RUN_FILE, LAUNCHES, LOG_FILE)
 # Listed and written again by a resume.
 RESUMED = ("checkpoints", "metrics")
 
@@ -83,12 +79,15 @@ def _json_value(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------ the path
-def check_path(path: Path | str) -> None:
+def check_path(
+    path: Path | str, files: Sequence[str] = (), folders: Mapping[str, str] | None = None
+) -> None:
     """Refuse a run directory that cannot hold a run, before anything is created: one
     ConfigError naming the problem and the fix. One check each, in this order: a file; a
     broken link or a file on the way; not writable; a new one that cannot be made there;
     not readable; a folder of other files; a layout folder that is a file or (those a
-    resume rewrites) not writable or readable."""
+    resume rewrites) not writable or readable. ``files``, ``folders``: the outputs' own,
+    beside :data:`OWN_FILES` and :data:`FOLDERS` (:func:`launcher.logger.loggers.layout`)."""
     path = Path(path).absolute()
     if path.exists() and not path.is_dir():
         raise _refused(path, "is a file, not a directory")
@@ -101,8 +100,9 @@ def check_path(path: Path | str) -> None:
         # that cannot be read failed later with a PermissionError traceback (exit 1).
         raise _refused(path, ": the run directory is not readable", _PERMISSIONS)
     else:
-        _check_holds_a_run(path)
-        _check_folders(path)
+        own, layout = (*OWN_FILES, *files), {**FOLDERS, **(folders or {})}
+        _check_holds_a_run(path, own, layout)
+        _check_folders(path, layout)
 
 
 _PERMISSIONS = "choose another path or fix its permissions"
@@ -153,17 +153,17 @@ def _check_creatable(path: Path, base: Path) -> None:
     os.rmdir(made)
 
 
-def _check_holds_a_run(path: Path) -> None:
+def _check_holds_a_run(path: Path, own: Sequence[str], layout: Mapping[str, str]) -> None:
     """A folder with entries is a run directory if a launch wrote one of its own files
     there, or if it holds nothing but the layout's folders (a launch killed before its
     first file); anything else is someone's own folder, which a run would mix files into."""
-    if any((path / name).exists() for name in OWN_FILES):
+    if any((path / name).exists() for name in own):
         return
-    temps = tuple(f".{name}." for name in OWN_FILES)  # atomic_write's, left by a kill
+    temps = tuple(f".{name}." for name in own)  # atomic_write's, left by a kill
     other = sorted(
         f"{e.name}/" if e.is_dir() else e.name
         for e in path.iterdir()
-        if e.name not in FOLDERS and not (e.name.startswith(temps) and e.name.endswith(".tmp"))
+        if e.name not in layout and not (e.name.startswith(temps) and e.name.endswith(".tmp"))
     )
     if other:
         more = f" and {len(other) - 3} more" if len(other) > 3 else ""
@@ -175,9 +175,9 @@ def _check_holds_a_run(path: Path) -> None:
         )
 
 
-def _check_folders(path: Path) -> None:
+def _check_folders(path: Path, layout: Mapping[str, str]) -> None:
     """The layout's folders are folders; those a resume rewrites, writable and readable."""
-    for name, what in FOLDERS.items():
+    for name, what in layout.items():
         inner = path / name
         if not inner.exists():
             continue
@@ -211,10 +211,6 @@ class RunDir:
     @property
     def plots(self) -> Path:
         return self.path / "plots"
-
-    @property
-    def wandb(self) -> Path:
-        return self.path / "wandb"
 
     def metrics_file(self, seed: int) -> Path:
         return self.metrics / f"seed_{seed}.jsonl"
@@ -281,17 +277,6 @@ class RunDir:
         raise ConfigError(
             f"run dir {self.path} holds a run with another config: {shown}{more}; {hint}"
         )
-
-    # ----------------------------------------------------------------- W&B ids
-    def read_wandb_ids(self) -> dict[int, str]:
-        path = self.path / WANDB_IDS
-        if not path.exists():
-            return {}
-        return {int(k): v for k, v in json.loads(path.read_text()).items()}
-
-    def write_wandb_ids(self, ids: Mapping[int, str]) -> None:
-        text = json.dumps({str(k): v for k, v in ids.items()}, indent=2) + "\n"
-        atomic_write(self.path / WANDB_IDS, text)
 
     # ---------------------------------------------------------------- launches
     def append_launch(self, record: Mapping[str, Any]) -> None:

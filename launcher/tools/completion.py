@@ -100,9 +100,10 @@ def run_query(
         run_hydra(argv)
     suggestions = buffer.getvalue()
     words = completed_words(line)
-    agents = chosen_agents(words)
+    agents = chosen_agents(words) if f"{GROUP}=" in suggestions else None
+    # the agent is loaded (and jax with it) only to narrow model_size= options
     sizes = None if agents is None else agent_sizes(agents, search_path_overrides(words))
-    if sizes is None or f"{GROUP}=" not in suggestions:
+    if sizes is None:
         print(suggestions, end="")
         return
     print(restrict(suggestions, sizes, "\n" if shell == "fish" else " "))

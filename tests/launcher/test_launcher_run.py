@@ -112,7 +112,7 @@ def test_relaunch_of_a_finished_run_does_nothing(base, tmp_path):
     before = tree_digest(tmp_path / "run")
     again = launch(tmp_path / "run", logger={"mode": "offline"})
     assert again.already_complete and again.chunks_done == 6 and again.resumed_from is None
-    assert again.wandb_dirs == [] and not (tmp_path / "run" / "wandb").exists()
+    assert again.upload_dirs == {} and not (tmp_path / "run" / "wandb").exists()
     assert (
         again.final_eval[0]["Eval/episodic mean reward"]
         == base.final_eval[0]["Eval/episodic mean reward"]
@@ -365,7 +365,7 @@ def test_wandb_offline_one_run_per_seed_resumed_with_the_same_ids(tmp_path, monk
     first = launch(run_dir, stop_after_chunks=2, **sections)
     ids = json.loads((run_dir / "wandb_ids.json").read_text())
     assert sorted(ids) == ["0", "1"] and len(set(ids.values())) == 2
-    assert len(first.wandb_dirs) == 2
+    assert len(first.upload_dirs["wandb"]) == 2
     # W&B names offline dirs offline-run-<YYYYmmdd_HHMMSS>-<id>: two launches within one
     # second (a warm compile cache) would share the dir and hide the second launch
     time.sleep(1.1)
@@ -452,7 +452,7 @@ def test_final_train_shows_the_last_finite_return_and_its_step_when_the_last_chu
         final_eval=[],
         metrics_files=files,
         plot=None,
-        wandb_dirs=[],
+        upload_dirs={},
         compiles={},
         n_devices=1,
     )

@@ -27,7 +27,7 @@ def _result(tmp_path, **logger) -> RunResult:
         final_eval=[{key_eval: -1.0}, {key_eval: -2.0}],
         metrics_files=[],
         plot=tmp_path / "curves.png",
-        wandb_dirs=["wandb/offline-run-x"],
+        upload_dirs={"wandb": ["wandb/offline-run-x"]},
         compiles={},
         n_devices=1,
         compile_seconds=3.0,

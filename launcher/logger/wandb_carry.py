@@ -39,9 +39,9 @@ from launcher.config.identity import diff, identity
 from launcher.config.schema import FORCE_CHANGEABLE, RunSpec
 from launcher.errors import ConfigError
 from launcher.logger import wandb_logger
-from launcher.store.rundir import LAUNCHES, RUN_FILE, WANDB_IDS, RunDir
+from launcher.store.rundir import LAUNCHES, RUN_FILE, RunDir
 
-SMALL_FILES = (RUN_FILE, LAUNCHES, WANDB_IDS)
+SMALL_FILES = (RUN_FILE, LAUNCHES, wandb_logger.IDS_FILE)
 METRICS = "metrics"
 CHECKPOINTS = "checkpoints"
 
