@@ -177,4 +177,8 @@ BACKEND = Backend(
     build=build,
     action_repeats=CRAFTAX_ACTION_REPEATS,
     renderer=renderer,
+    # Craftax-Classic, one env in the row collector's dynamic mode (DreamerV3's): 3.4 ms a
+    # step on this 2-core box at load 16 (benchmarks/env_throughput.py --games), ~10x its raw
+    # step: the auto-reset's world generation runs every step under vmap; an order of magnitude
+    frame_cpu_s=1e-3,
 )
