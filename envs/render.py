@@ -20,6 +20,9 @@ The backends' renderers:
   (the caller's job: it reads the process environment).
 * ``gymnax`` classic control: gymnax's own render path (:func:`envs.gymnax_backend.renderer`)
   at Gymnasium's ``render_fps``.
+* ``minatar``: gymnax's MinAtar drawing (:func:`envs.minatar_backend.renderer`), ``size`` pixels.
+* ``craftax``: Craftax's own pixel renderer, drawn on device
+  (:func:`envs.craftax_backend.renderer`).
 
 Probe envs, task sets and a user's own env have nothing to show: :class:`RenderError`.
 """
@@ -80,7 +83,7 @@ def renderer(
     if make is None:
         raise RenderError(
             f"{env_id}: {backend} envs have no renderer (rendered: gymnax classic control, "
-            "brax and MuJoCo Playground envs)"
+            "MinAtar, Craftax, brax and MuJoCo Playground envs)"
         )
     return make(env_id, action_repeat, size)
 
