@@ -155,7 +155,7 @@ class DreamerV3:
         nets = self.nets
 
         def policy(carry: Carry, obs: jax.Array, is_first: jax.Array, key: jax.Array):
-            noise = draw_policy_noise(nets, key, obs.shape[0])
+            noise = draw_policy_noise(nets, key, is_first.shape[0])  # obs may be a dict
             _, outs, carry = policy_step(nets, params, carry, obs, is_first, noise)
             return carry.prevact, carry, outs
 

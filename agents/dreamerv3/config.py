@@ -142,6 +142,15 @@ class DreamerV3Config:
     eval_episodes: int = 10
     # numerics: "float32" | "bfloat16" | "auto" (resolve_compute_dtype); params stay float32
     compute_dtype: str = added_later("auto", since="issue 42, deviation D30")
+    # image observations (agents/dreamerv3/images.py; configs.yaml enc/dec.simple): CNN depth
+    # (None: the preset's width / 16), channel multipliers, kernel, the resolution the encoder
+    # ends at, the decoder's block groups (block_space), and the image loss scale (dec_cnn)
+    cnn_depth: int | None = added_later(None, since="issue 47", low=1)
+    cnn_mults: tuple[int, ...] = added_later((1, 2, 3, 4, 4), since="issue 47")
+    cnn_kernel: int = added_later(5, since="issue 47", low=1)
+    cnn_minres: int = added_later(4, since="issue 47", low=1)
+    cnn_blocks: int = added_later(8, since="issue 47", low=1)
+    image_scale: float = added_later(1.0, since="issue 47", low=0)
 
     def __post_init__(self) -> None:
         if self.model_size not in MODEL_SIZES:
@@ -176,6 +185,8 @@ class DreamerV3Config:
             )
         if self.bins % 2 != 1:
             raise ValueError(f"bins must be odd (symmetric two-hot bins), got {self.bins}")
+        if not self.cnn_mults or min(self.cnn_mults) < 1:
+            raise ValueError(f"cnn_mults={list(self.cnn_mults)} must be positive integers")
         deter = self.deter_size
         if deter % self.blocks:
             raise ValueError(f"deter={deter} must be divisible by blocks={self.blocks}")
@@ -247,8 +258,15 @@ class DreamerV3Config:
             "hidden": self.hidden_size,
             "deter": self.deter_size,
             "classes": self.classes_size,
+            "cnn_depth": self.cnn_depth_size,
         }
         return {k: v for k, v in sizes.items() if getattr(self, k) is None}
+
+    @property
+    def cnn_depth_size(self) -> int:
+        """The CNN depth: ``cnn_depth`` or the preset's ``width / 16`` (``configs.yaml:148-176``:
+        12m 16, 25m 24, 50m 32, 100m 48, 200m 64, 400m 96; 1m 4: D42)."""
+        return self.cnn_depth or max(1, self.width // 16)
 
     @property
     def gamma(self) -> float:

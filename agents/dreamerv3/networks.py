@@ -9,6 +9,11 @@ Parameter tree (``Networks.init``)::
     {"enc", "dyn", "dec", "rew", "con", "actor", "critic"}   trained (one joint gradient)
     slow critic                                               a copy of the critic's tree
 
+Image observations (issue 47, :mod:`agents.dreamerv3.images`): with ``image_shape`` set the
+encoder and decoder are :class:`~agents.dreamerv3.images.ObsEncoder` / ``ObsDecoder`` and an
+observation is a dict ``{"image", "vector"}`` (``"vector"`` only if ``obs_size > 0``); with
+``image_shape=None`` (the default) nothing changes: same modules, trees and programs.
+
 Groups of the three optimizer instances (docs/design.md §8.2): world model = enc, dyn, dec, rew,
 con; actor; critic (:data:`GROUPS`).
 
@@ -29,6 +34,7 @@ import jax.numpy as jnp
 from agents.dreamerv3.actor import Actor
 from agents.dreamerv3.config import DreamerV3Config, resolve_compute_dtype
 from agents.dreamerv3.heads import ContinueHead, Decoder, Encoder, TwoHotHead
+from agents.dreamerv3.images import ObsDecoder, ObsEncoder
 from agents.dreamerv3.rssm import RSSM
 
 __all__ = ["GROUPS", "Networks", "count_params"]
@@ -44,13 +50,51 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 @dataclasses.dataclass(frozen=True)
 class Networks:
-    """Flax modules for one config and env: ``obs_size`` O, ``action_size`` A (classes if
-    ``discrete``)."""
+    """Flax modules for one config and env: ``obs_size`` O (the vector's width; 0 for an
+    image-only observation), ``action_size`` A (classes if ``discrete``), ``image_shape``
+    ``(H, W, C)`` of the image observation or None (vector only)."""
 
     cfg: DreamerV3Config
     obs_size: int
     action_size: int
     discrete: bool
+    image_shape: tuple[int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.image_shape is None:
+            return
+        c = self.cfg
+        side = c.cnn_minres * 2 ** (len(c.cnn_mults) - 1)
+        h, w, _ = self.image_shape
+        if (h, w) != (side, side):
+            raise ValueError(
+                f"image {h}x{w}: the CNN (cnn_mults {list(c.cnn_mults)}, cnn_minres "
+                f"{c.cnn_minres}) takes {side}x{side} images (minres x 2^(len(mults) - 1))"
+            )
+        top = c.cnn_minres**2 * c.cnn_depth_size * c.cnn_mults[-1]
+        if c.deter_size % c.cnn_blocks or top % c.cnn_blocks:
+            raise ValueError(
+                f"cnn_blocks={c.cnn_blocks} must divide deter={c.deter_size} and the decoder's "
+                f"first layer width {top}"
+            )
+
+    @property
+    def embed_size(self) -> int:
+        """Width of the encoder's output: units (vector) + the CNN's flattened output."""
+        c = self.cfg
+        if self.image_shape is None:
+            return c.units_size
+        cnn = c.cnn_minres**2 * c.cnn_depth_size * c.cnn_mults[-1]
+        return cnn + (c.units_size if self.obs_size else 0)
+
+    def dummy_obs(self, n: int = 1) -> jax.Array | dict[str, jax.Array]:
+        """A zero observation batch of ``n``: ``[n, O]`` or the image dict (uint8 image)."""
+        if self.image_shape is None:
+            return jnp.zeros((n, self.obs_size))
+        obs = {"image": jnp.zeros((n, *self.image_shape), jnp.uint8)}
+        if self.obs_size:
+            obs["vector"] = jnp.zeros((n, self.obs_size))
+        return obs
 
     @property
     def dtype(self) -> jnp.dtype:
@@ -74,12 +118,39 @@ class Networks:
         )
 
     @property
-    def encoder(self) -> Encoder:
-        return Encoder(self.cfg.enc_layers, self.cfg.units_size, dtype=self.dtype)
+    def encoder(self) -> Encoder | ObsEncoder:
+        c = self.cfg
+        if self.image_shape is None:
+            return Encoder(c.enc_layers, c.units_size, dtype=self.dtype)
+        return ObsEncoder(
+            c.enc_layers,
+            c.units_size,
+            c.cnn_depth_size,
+            tuple(c.cnn_mults),
+            c.cnn_kernel,
+            c.cnn_minres,
+            has_vector=self.obs_size > 0,
+            dtype=self.dtype,
+        )
 
     @property
-    def decoder(self) -> Decoder:
-        return Decoder(self.cfg.dec_layers, self.cfg.units_size, self.obs_size, dtype=self.dtype)
+    def decoder(self) -> Decoder | ObsDecoder:
+        c = self.cfg
+        if self.image_shape is None:
+            return Decoder(c.dec_layers, c.units_size, self.obs_size, dtype=self.dtype)
+        return ObsDecoder(
+            c.dec_layers,
+            c.units_size,
+            self.obs_size,
+            c.deter_size,
+            c.cnn_depth_size,
+            tuple(c.cnn_mults),
+            c.cnn_kernel,
+            c.cnn_minres,
+            c.cnn_blocks,
+            self.image_shape[-1],
+            dtype=self.dtype,
+        )
 
     @property
     def reward(self) -> TwoHotHead:
@@ -116,11 +187,11 @@ class Networks:
         feat = jnp.zeros((1, c.feat_size), jnp.float32)
         rssm = self.rssm
         lat = rssm.initial(1)
-        embed = jnp.zeros((1, c.units_size), jnp.float32)
+        embed = jnp.zeros((1, self.embed_size), jnp.float32)
         action = jnp.zeros((1, self.action_size), jnp.float32)
         first = jnp.zeros((1,), bool)
         params = {
-            "enc": self.encoder.init(keys[0], jnp.zeros((1, self.obs_size)))["params"],
+            "enc": self.encoder.init(keys[0], self.dummy_obs())["params"],
             "dyn": rssm.init(keys[1], lat, action, embed, first)["params"],
             "dec": self.decoder.init(keys[2], feat)["params"],
             "rew": self.reward.init(keys[3], feat)["params"],

@@ -4,7 +4,9 @@ The parity tests: docs/design.md §13. Reference names (2411f7d, ninjax scopes, 
 fixtures record them):
 ``agent/<module>/<layer>/<param>`` with ``Linear`` layers ``{kernel, bias, norm/scale}``, e.g.
 ``agent/enc/mlp0/kernel``, ``agent/dyn/dyn0/norm/scale``, ``agent/dec/out_vector/out/bias``,
-``agent/rew/h0/kernel``, ``agent/critic/dist/out/kernel``, ``agent/actor/action/std/bias``. Ours
+``agent/rew/h0/kernel``, ``agent/critic/dist/out/kernel``, ``agent/actor/action/std/bias``; the
+image CNNs' ``agent/{enc,dec}/conv<i>/...``, ``agent/dec/{space0,space1hid,space1,spacenorm,
+imgout}/...`` map to ``{enc,dec}/cnn/...`` (:mod:`agents.dreamerv3.images`). Ours
 (:mod:`networks`): stacks of hidden layers are ``mlp/dense_i`` + ``mlp/norm_i``; single RSSM layers
 are one-layer ``NormedMLP``s (``dynin0/dense_0``, ``dynin0/norm_0``); output layers are ``out`` /
 ``std``; the block layer's norm is ``dyn0_norm``. Shapes are identical (both store ``[in, out]``).
@@ -27,6 +29,13 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"^(enc|dec)/mlp(\d+)/norm/scale$", r"\1/mlp/norm_\2/scale"),
     (r"^(rew|con|critic|slowcritic|actor)/h(\d+)/(kernel|bias)$", r"\1/mlp/dense_\2/\3"),
     (r"^(rew|con|critic|slowcritic|actor)/h(\d+)/norm/scale$", r"\1/mlp/norm_\2/scale"),
+    # image CNNs (issue 47, agents/dreamerv3/images.py)
+    (r"^(enc|dec)/conv(\d+)/(kernel|bias)$", r"\1/cnn/conv_\2/\3"),
+    (r"^(enc|dec)/conv(\d+)/norm/scale$", r"\1/cnn/conv_\2/norm/scale"),
+    (r"^dec/(space0|space1|imgout)/(kernel|bias)$", r"dec/cnn/\1/\2"),
+    (r"^dec/space1hid/(kernel|bias)$", r"dec/cnn/space1hid/dense_0/\1"),
+    (r"^dec/space1hid/norm/scale$", r"dec/cnn/space1hid/norm_0/scale"),
+    (r"^dec/spacenorm/scale$", r"dec/cnn/spacenorm/scale"),
     # output layers
     (r"^dec/out_[^/]+/out/(kernel|bias)$", r"dec/out/\1"),
     (r"^(rew|con|critic|slowcritic)/dist/out/(kernel|bias)$", r"\1/out/\2"),

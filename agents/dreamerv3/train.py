@@ -167,10 +167,15 @@ def draw_policy_noise(nets: Networks, key: jax.Array, n_envs: int) -> PolicyNois
 
 
 def loss_scales(nets: Networks) -> dict[str, float]:
-    """Scale of every loss term (the reference's ``loss_scales``), in its summation order."""
+    """Scale of every loss term (the reference's ``loss_scales``), in its summation order:
+    an image model has ``image`` (``dec_cnn``) and ``vector`` only with a vector part."""
     c = nets.cfg
+    rec = {"vector": c.rec_scale}
+    if nets.image_shape is not None:
+        rec = {"vector": c.rec_scale} if nets.obs_size else {}
+        rec["image"] = c.image_scale
     return {
-        "vector": c.rec_scale,
+        **rec,
         "reward": c.rew_scale,
         "cont": c.con_scale,
         "dyn": c.dyn_scale,
@@ -276,13 +281,14 @@ def policy_step(
     nets: Networks,
     params: dict[str, Any],
     carry: Carry,
-    obs: jax.Array,
+    obs: jax.Array | dict[str, jax.Array],
     is_first: jax.Array,
     noise: PolicyNoise,
 ) -> tuple[jax.Array, dict[str, jax.Array], Carry]:
     """Filter one observation per env and sample an action (``agent.py:145-180``).
 
-    ``obs [N, O]``, ``is_first [N]``. Returns ``(action, outs, carry')``: action ``[N, A]``
+    ``obs [N, O]`` (an image model: the dict ``{"image" [N, H, W, C], "vector" [N, O]}``),
+    ``is_first [N]``. Returns ``(action, outs, carry')``: action ``[N, A]``
     raw sample (continuous) or ``[N]`` int32 class (discrete); outs ``deter [N, D]``,
     ``stoch [N, S]`` int32 (the latents replay stores); the policy always samples. The
     carry and ``deter`` are float32 whatever the compute dtype (they hold its values exactly);

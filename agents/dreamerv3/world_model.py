@@ -12,6 +12,9 @@ Per-element losses ``[B, T]`` (unscaled; :func:`world_model_losses`):
 
 * ``vector``: symlog MSE of the decoder (one output layer for the whole observation vector
   equals the reference's per-key output layers side by side: D31);
+* ``image`` (image models, issue 47): summed squared error of the decoded image
+  (:func:`agents.dreamerv3.images.image_loss`), before ``reward``, after ``vector`` (the
+  reference's order: vector keys, then image keys);
 * ``reward``: two-hot cross-entropy of ``reward[t]`` (gradient into the world model,
   ``reward_grad: True``);
 * ``cont``: Bernoulli cross-entropy of the soft label ``(1 - is_terminal) (1 - 1/horizon)``;
@@ -34,6 +37,7 @@ import jax.numpy as jnp
 from agents.common import TwoHot
 from agents.common.blocks import cast
 from agents.dreamerv3.heads import bernoulli_nll, symlog_mse
+from agents.dreamerv3.images import image_loss
 from agents.dreamerv3.latents import categorical_entropy, categorical_kl
 from agents.dreamerv3.networks import Networks
 from agents.dreamerv3.rssm import features
@@ -47,13 +51,15 @@ sg = jax.lax.stop_gradient
 class Batch:
     """A training batch of ``B`` windows of ``T + 1`` rows (row 0 = replay context).
 
-    obs ``[B, T+1, O]`` f32; action ``[B, T+1, A]`` f32 (one-hot for discrete actions; row k
-    holds the action taken at row k); reward ``[B, T+1]`` f32; is_first, is_last, is_terminal
-    ``[B, T+1]`` bool; deter ``[B, T+1, D]`` f32 and stoch ``[B, T+1, S]`` int32: the latents
-    stored in replay (only row 0's are read).
+    obs ``[B, T+1, O]`` f32, or for an image model the dict ``{"image" [B, T+1, H, W, C]
+    (uint8 or float in [0, 1]), "vector" [B, T+1, O]}`` (agents/dreamerv3/images.py);
+    action ``[B, T+1, A]`` f32 (one-hot for discrete actions; row k holds the action taken
+    at row k); reward ``[B, T+1]`` f32; is_first, is_last, is_terminal ``[B, T+1]`` bool;
+    deter ``[B, T+1, D]`` f32 and stoch ``[B, T+1, S]`` int32: the latents stored in replay
+    (only row 0's are read).
     """
 
-    obs: jax.Array
+    obs: jax.Array | dict[str, jax.Array]
     action: jax.Array
     reward: jax.Array
     is_first: jax.Array
@@ -94,7 +100,8 @@ def observe_sequence(
     compute dtype (the stored float32 context is cast, as the reference's ``observe``).
     """
     rssm = nets.rssm
-    embed = nets.encoder.apply({"params": params["enc"]}, batch.obs[:, 1:])
+    obs = jax.tree_util.tree_map(lambda x: x[:, 1:], batch.obs)
+    embed = nets.encoder.apply({"params": params["enc"]}, obs)
     xs = (
         jnp.swapaxes(batch.action[:, :-1], 0, 1),
         jnp.swapaxes(embed, 0, 1),
@@ -125,8 +132,14 @@ def world_model_losses(
     prior = nets.rssm.apply({"params": params["dyn"]}, post.deter, method="prior")
     dyn = jnp.sum(categorical_kl(sg(post.logits), prior), -1)
     rep = jnp.sum(categorical_kl(post.logits, sg(prior)), -1)
+    obs = jax.tree_util.tree_map(lambda x: x[:, 1:], batch.obs)
+    if nets.image_shape is None:
+        rec = {"vector": symlog_mse(recon, obs)}
+    else:
+        rec = {"vector": symlog_mse(recon["vector"], obs["vector"])} if nets.obs_size else {}
+        rec["image"] = image_loss(recon["image"], obs["image"], nets.dtype)
     losses = {
-        "vector": symlog_mse(recon, batch.obs[:, 1:]),
+        **rec,
         "reward": TwoHot.dreamerv3(cfg.bins).loss(rew_logits, batch.reward[:, 1:]),
         "cont": bernoulli_nll(con_logit, cont * (1.0 - 1.0 / cfg.return_horizon)),
         "dyn": jnp.maximum(dyn, cfg.free_nats),

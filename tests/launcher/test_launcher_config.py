@@ -272,8 +272,17 @@ def test_added_later_is_declared_on_the_field_and_read_generically():
     assert "q_scale_per_task" not in source and "compute_dtype" not in source
     got = ident.added_at_default({"agent": MultiTaskConfig, "env": EnvSpecConfig})
     assert got[("agent", "q_scale_per_task")] is False
+    image = {  # issue 47: the image encoder / decoder (agents/dreamerv3/images.py)
+        "cnn_depth": None,
+        "cnn_mults": [1, 2, 3, 4, 4],
+        "cnn_kernel": 5,
+        "cnn_minres": 4,
+        "cnn_blocks": 8,
+        "image_scale": 1.0,
+    }
     assert ident.added_at_default({"agent": DreamerV3Config}) == {
-        ("agent", "compute_dtype"): "auto"
+        ("agent", "compute_dtype"): "auto",
+        **{("agent", k): v for k, v in image.items()},
     }
     for job in (
         "agent=tdmpc2_multitask env=mt3_cpu protocol=offline",
