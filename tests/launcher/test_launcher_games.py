@@ -6,20 +6,23 @@ in 2 chunks of 20-step episodes):
   SIGKILL after its second chunk trained and relaunched: its metrics rows equal the
   uninterrupted run's (the subprocesses load the program the in-process run compiled, from
   the session's persistent compilation cache);
+* ``launcher.evaluate RUN --video`` on the Breakout run: gymnax's MinAtar drawing;
 * ``python -m launcher agent=dreamerv3 env=craftax_classic protocol=smoke`` (symbolic,
   1,345 floats an observation, 17 actions).
 """
 
 from __future__ import annotations
 
+import re
 import signal
 
 import numpy as np
 import pytest
-from real_agents import launcher, rows
+from real_agents import assert_episode_video, launcher, rows
 
 from launcher.cli import compose_spec
 from launcher.loop.run import run
+from launcher.tools.evaluate import main as evaluate_main
 
 SMOKE = ["agent=dreamerv3", "protocol=smoke", "logger=disabled"]
 
@@ -54,6 +57,17 @@ def test_breakout_minatar_killed_then_relaunched_is_bit_identical(breakout, tmp_
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     launcher(*args, cwd=tmp_path)
     assert rows(run_dir) == rows(breakout.run_dir)
+
+
+def test_breakout_minatar_episode_video(breakout, capsys):
+    run_dir = breakout.run_dir
+    assert evaluate_main([str(run_dir), "--video"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("seed 0 ")]
+    steps = int(re.search(r"over (\d+) steps", line)[1])
+    assert line.endswith(
+        " frames at 10 fps -> " + str(run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4")
+    )
+    assert_episode_video(run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4", steps + 1)
 
 
 def test_craftax_classic_smoke_through_the_command_line(tmp_path):
