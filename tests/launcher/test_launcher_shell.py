@@ -178,7 +178,7 @@ def test_ctrl_c_exits_130_with_one_line_and_the_run_resumes(tmp_path, capsys):
     assert err == f"{INTERRUPTED}\n"
     saved = checkpoint_steps(run_dir)
     assert saved and max(saved) < 120
-    assert not (xdg / "wmrl").exists()  # WMRL_COMPILE_CACHE=off
+    assert not (xdg / "wmrl" / "jax").exists()  # WMRL_COMPILE_CACHE=off (env_listing: beside it)
     # relaunch (in process): resumes and completes, bit-identical to an uninterrupted run
     code, out, err = launch([*argv, *QUIET, f"hydra.run.dir={run_dir}"], capsys)
     assert code == 0, err
