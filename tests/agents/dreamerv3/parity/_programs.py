@@ -31,12 +31,12 @@ def make_batch(rng, case, i, B, T, D, S, C):
         first[2, [2, 5]] = True
     reward = rng.normal(0.0, 2.0, (B, T)).astype(np.float32)
     reward[first] = 0.0
-    if case == "cont":
+    if case != "disc":
         action = (rng.normal(size=(B, T, 2)) * 1.5).astype(np.float32)
     else:
         action = rng.integers(0, 10, (B, T)).astype(np.int32)
     return {
-        "vector": (rng.normal(size=(B, T, 5)) * VEC_SCALE).astype(np.float32),
+        **_observations(rng, case, (B, T)),
         "reward": reward,
         "is_first": first,
         "is_last": last,
@@ -48,7 +48,18 @@ def make_batch(rng, case, i, B, T, D, S, C):
     }
 
 
-def make_policy_obs(rng, j, N=N_ENVS):
+def _observations(rng, case, lead):
+    """The observation keys of ``case`` with leading dims ``lead``: ``vector`` (scaled
+    normals), ``image`` (uniform uint8, so every pixel value and the /255 scaling are used)."""
+    out = {}
+    if case in H.IMAGE_CASES:
+        out["image"] = rng.integers(0, 256, (*lead, *H.IMAGE_SHAPE)).astype(np.uint8)
+    if case != "img":
+        out["vector"] = (rng.normal(size=(*lead, 5)) * VEC_SCALE).astype(np.float32)
+    return out
+
+
+def make_policy_obs(rng, j, N=N_ENVS, case="cont"):
     first = np.full(N, j == 0)
     last = np.zeros(N, bool)
     term = np.zeros(N, bool)
@@ -60,7 +71,7 @@ def make_policy_obs(rng, j, N=N_ENVS):
     reward = rng.normal(0.0, 2.0, N).astype(np.float32)
     reward[first] = 0.0
     return {
-        "vector": (rng.normal(size=(N, 5)) * VEC_SCALE).astype(np.float32),
+        **_observations(rng, case, (N,)),
         "reward": reward,
         "is_first": first,
         "is_last": last,

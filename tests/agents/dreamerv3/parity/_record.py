@@ -135,7 +135,7 @@ def assemble(case, agent, config, hashes, init, chain, grads, actor, compute_dty
     for k, v in H.VERSIONS.items():
         a[f"meta/version/{k}"] = H.meta_str(v)
     a["meta/xla_flags"] = H.meta_str(H.XLA_FLAGS)
-    for k, v in H.overrides(compute_dtype).items():
+    for k, v in H.overrides(compute_dtype, case).items():
         a[f"config/{k}"] = _scalar(v)
     sizes = dict(
         B=B, T=T, replay_context=K, T_trained=Tt, imag_starts=N, imag_length=Hh,
@@ -143,6 +143,8 @@ def assemble(case, agent, config, hashes, init, chain, grads, actor, compute_dty
         hidden=rssm.hidden, stoch=S, classes=C, blocks=rssm.blocks, units=config.actor.units,
         bins=config.critic.bins, seed=config.seed,
     )  # fmt: skip
+    if case in H.IMAGE_CASES:
+        sizes["depth"] = config.enc.simple.depth
     for k, v in sizes.items():
         a[f"meta/size/{k}"] = np.asarray(v, np.int32)
     init_flat = H.flat_state(init)

@@ -81,12 +81,21 @@ OVERRIDES = {
     "opt.warmup": 2,
 }
 COMPUTE_DTYPES = ("float32", "bfloat16")
+# Image cases (issue 47): a 64x64x3 uint8 ``image`` key (``imgvec``: plus the 5-d ``vector``),
+# continuous actions, and the CNN depth of our 1m preset (4; the reference's size12m uses 16).
+# Kernel 5, mults [1, 2, 3, 4, 4], minres 4, outer and the decoder's block_space 8 stay at the
+# reference defaults, so the whole image path is the reference's own at a smaller depth.
+IMAGE_SHAPE = (64, 64, 3)
+IMAGE_CASES = ("img", "imgvec")
+IMAGE_OVERRIDES = {"enc.simple.depth": 4, "dec.simple.depth": 4}
 
 
-def overrides(compute_dtype="float32"):
-    """``OVERRIDES`` with ``jax.compute_dtype`` set (the reference's default is bfloat16)."""
+def overrides(compute_dtype="float32", case=None):
+    """``OVERRIDES`` with ``jax.compute_dtype`` set (the reference's default is bfloat16),
+    plus ``IMAGE_OVERRIDES`` for an image ``case``."""
     assert compute_dtype in COMPUTE_DTYPES, compute_dtype
-    return {**OVERRIDES, "jax.compute_dtype": compute_dtype}
+    extra = IMAGE_OVERRIDES if case in IMAGE_CASES else {}
+    return {**OVERRIDES, "jax.compute_dtype": compute_dtype, **extra}
 
 
 def sha256(path) -> str:
@@ -133,22 +142,27 @@ def load_reference(ref, xla_cache=None):
     return embodied, dreamerv3, hashes
 
 
-def make_config(embodied, dreamerv3, logdir, compute_dtype="float32"):
+def make_config(embodied, dreamerv3, logdir, compute_dtype="float32", case=None):
     config = embodied.Config(dreamerv3.Agent.configs["defaults"])
-    return config.update({**overrides(compute_dtype), "logdir": str(logdir)})
+    return config.update({**overrides(compute_dtype, case), "logdir": str(logdir)})
 
 
 def make_spaces(embodied, case):
-    """Observation and action spaces; ``case`` is ``'cont'`` or ``'disc'``."""
+    """Observation and action spaces; ``case`` is ``'cont'``, ``'disc'`` (``vector``),
+    ``'img'`` (``image`` uint8 64x64x3) or ``'imgvec'`` (both); image cases act as ``cont``."""
     sp = embodied.Space
-    obs = {
-        "vector": sp(np.float32, (5,)),
+    obs = {}
+    if case in IMAGE_CASES:
+        obs["image"] = sp(np.uint8, IMAGE_SHAPE, 0, 255)
+    if case != "img":
+        obs["vector"] = sp(np.float32, (5,))
+    obs |= {
         "reward": sp(np.float32),
         "is_first": sp(bool),
         "is_last": sp(bool),
         "is_terminal": sp(bool),
     }
-    if case == "cont":
+    if case != "disc":
         act = {"action": sp(np.float32, (2,), -1, 1)}
     else:
         act = {"action": sp(np.int32, (), 0, 10)}

@@ -10,7 +10,9 @@ Reference: ``git archive 29eb964`` of github.com/danijar/dreamerv3 extracted to 
 (unmodified; sha256-checked by ``_ref_harness.load_reference``). Venv and runtime: README.md.
 
 For each case (``cont``: ``action f32 (2,)`` in [-1, 1]; ``disc``: ``action int32 ()``, 10
-classes) it builds ``dreamerv3.Agent`` (the jaxagent wrapper) with the reference defaults plus
+classes; asked for by name, ``--cases img imgvec``: ``cont`` with a 64x64x3 uint8 ``image``
+observation, alone or beside ``vector``, and CNN depth 4, ``_ref_harness.IMAGE_OVERRIDES``)
+it builds ``dreamerv3.Agent`` (the jaxagent wrapper) with the reference defaults plus
 ``_ref_harness.OVERRIDES`` (f32, CPU, rssm deter 64 / hidden 24 / stoch 4 / classes 9 /
 blocks 8, units 40 everywhere, batch 3 x 7, ``opt.warmup 2``), then:
 
@@ -94,8 +96,9 @@ import _ref_harness as H  # noqa: E402  (each of these sets XLA_FLAGS before jax
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-CASES = ("cont", "disc")
-DATA_SEED = {"cont": 20240515, "disc": 20240516}
+CASES = ("cont", "disc", *H.IMAGE_CASES)
+DEFAULT_CASES = ("cont", "disc")  # the image cases are asked for by name (README.md)
+DATA_SEED = {"cont": 20240515, "disc": 20240516, "img": 20240517, "imgvec": 20240518}
 
 
 def tree_diffs(a, b, what):
@@ -134,7 +137,7 @@ def run_case(
     pcalls = P.N_POLICY if pcalls is None else pcalls
     t0 = time.time()
     obs_space, act_space = H.make_spaces(embodied, case)
-    config = H.make_config(embodied, dreamerv3, logdir, dtype)
+    config = H.make_config(embodied, dreamerv3, logdir, dtype, case)
     agent = dreamerv3.Agent(obs_space, act_space, config)
     log(f"[{case}] agent built + train/report compiled: {time.time() - t0:.0f} s")
     B, T = config.batch_size, config.batch_length
@@ -143,7 +146,7 @@ def run_case(
     batches = [
         P.make_batch(rng, case, i, B, T, rssm.deter, rssm.stoch, rssm.classes) for i in range(calls)
     ]
-    pobs = [P.make_policy_obs(rng, j) for j in range(pcalls)]
+    pobs = [P.make_policy_obs(rng, j, case=case) for j in range(pcalls)]
     init = H.to_np(agent.params)
     init_policy = {k: np.asarray(init[k]) for k in agent.policy_keys}
     rng_state = copy.deepcopy(agent.rng.bit_generator.state)
@@ -224,7 +227,7 @@ def main(argv=None):
     ap.add_argument("--policy-calls", type=int, default=None, help="policy calls (4; bf16: 2)")
     args = ap.parse_args(argv)
     bf16 = args.compute_dtype == "bfloat16"
-    cases = args.cases or (["cont"] if bf16 else list(CASES))
+    cases = args.cases or (["cont"] if bf16 else list(DEFAULT_CASES))
     calls = args.calls or (2 if bf16 else P.N_CALLS)
     pcalls = args.policy_calls or (2 if bf16 else P.N_POLICY)
     stem = "dreamerv3_bf16_train" if bf16 else "dreamerv3_train"
