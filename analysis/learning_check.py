@@ -9,6 +9,14 @@ these):
   seeds, >= 250 (the real reference: 312.7, its 5 seeds in [270, 347]; random: about 22).
 * ``pendulum`` (Pendulum-v1): the last eval return at or before 20,000 rows > -400 for
   every seed.
+* ``breakout_minatar`` and ``craftax_classic`` (issue 46; ``protocol=quick``'s agent
+  settings, 2 seeds, 10 eval episodes per evaluation): the window's eval returns pooled
+  over its evaluations and the seeds (the window mean averaged over seeds) > a bar above
+  the uniform-random policy; on ``craftax_classic`` also the Crafter score of the
+  achievement rates pooled the same way > its bar. Both bars are the 99.9th percentile of
+  the random policy's statistic over as many episodes as the window pools
+  (:func:`random_spread`, resampling the random episodes of
+  ``results/random_games_2026-12-05/``); the numbers are at ``RANDOM_BARS``.
 
 A run whose evaluations have not reached the window's end gets no verdict (``passed``:
 None; resume the run).
@@ -24,10 +32,83 @@ import numpy as np
 
 from launcher.store.rundir import RunDir, read_metrics
 
-DREAMERV3_CHECKS = {
+DREAMERV3_CHECKS: dict[str, dict[str, Any]] = {
     "cartpole": dict(window=(12_000, 24_000), threshold=250.0, every_seed=False),
     "pendulum": dict(window=(20_000, 20_000), threshold=-400.0, every_seed=True),
 }
+
+SCORE_KEY = "Eval/crafter_score"  # agents/common/achievements.py's names
+RATE_PREFIX = "Eval/achievements/"
+RANDOM_QUANTILE = 0.999  # the bars: the random policy's window statistic's 99.9th percentile
+RANDOM_DRAWS = 100_000  # resampled windows of random episodes (numpy, seed 0)
+
+# Issue 46's checks, fixed before their runs. The uniform-random policy
+# (benchmarks/random_returns.py --episodes 1000 --out results/random_games_2026-12-05, seed 0,
+# each env's default time limit) and the window's pooled episodes (evaluations in the window x
+# 2 seeds x 10 episodes) give the bars: random_spread(record, pooled) resamples that many of
+# the 1,000 random episodes with replacement RANDOM_DRAWS times; a bar is the 99.9th
+# percentile of the resampled statistic, so a random policy clears it with probability
+# about 0.1% (the bootstrap's estimate; the strict ">" makes ties at a discrete bar fail).
+# Measured 2026-12-05 (CPU), mean +- sample SD of the 1,000 random episodes:
+# * breakout_minatar: return 0.439 +- 0.692 (0..6). Window [25k, 30k] rows of a 30,000-row
+#   run evaluated every 1,000: 6 evaluations x 2 seeds x 10 = 120 episodes; the bar 0.65 (the
+#   normal approximation agrees: 0.439 + 3.09 x 0.692 / sqrt(120) = 0.634).
+# * craftax_classic: return 1.465 +- 1.287 (-0.9..6.1: +1 per achievement, +-0.1 per unit of
+#   health); the Crafter score of all 1,000 episodes 1.82 (collect_wood 48%, collect_sapling
+#   35%, place_plant 28%, place_table 13%, collect_drink 13%, wake_up 97%, 5 more under 2%,
+#   11 never). Window [35k, 50k] rows of a 50,000-row run evaluated every 5,000: 4 x 2 x 10 =
+#   80 episodes; the bars: return 1.9125 (normal: 1.465 + 3.09 x 1.287 / sqrt(80) = 1.910),
+#   Crafter score 2.5296 (its median over the resampled windows: 1.72).
+# tests/launcher/test_learning_checks_judge.py recomputes the bars from the committed JSON.
+RANDOM_BARS: dict[str, dict[str, float]] = {
+    "breakout_minatar": {"pooled": 120, "return": 0.65},
+    "craftax_classic": {"pooled": 80, "return": 1.9125, "score": 2.5296},
+}
+DREAMERV3_CHECKS["breakout_minatar"] = dict(
+    window=(25_000, 30_000), threshold=0.65, every_seed=False, strict=True
+)
+DREAMERV3_CHECKS["craftax_classic"] = dict(
+    window=(35_000, 50_000),
+    threshold=1.9125,
+    score_threshold=2.5296,
+    every_seed=False,
+    strict=True,
+)
+
+
+def crafter_score(rates: np.ndarray) -> np.ndarray:
+    """The Crafter score of success rates in percent ``[..., K]`` -> ``[...]``:
+    ``exp(mean_k ln(1 + s_k)) - 1`` (numpy twin of agents/common/achievements.py's)."""
+    return np.expm1(np.mean(np.log1p(np.asarray(rates, np.float64)), axis=-1))
+
+
+def random_spread(
+    record: dict[str, Any],
+    pooled: int,
+    quantile: float = RANDOM_QUANTILE,
+    draws: int = RANDOM_DRAWS,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The ``quantile`` of the random policy's window statistics over ``pooled`` episodes:
+    ``return`` (their mean return) and, for a record with achievements, ``score`` (the
+    Crafter score of their pooled success rates). ``record``: a
+    ``benchmarks/random_returns.py --out`` JSON (``returns`` [E]; ``unlocked_bits`` [E], bit
+    k = achievement k). ``draws`` windows of ``pooled`` episodes drawn from the E with
+    replacement (``numpy.random.default_rng(seed)``), in blocks of 5,000 to bound memory."""
+    returns = np.asarray(record["returns"], np.float64)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(returns), size=(draws, pooled))
+    out = {"return": float(np.quantile(returns[idx].mean(axis=1), quantile))}
+    if "unlocked_bits" in record:
+        k = len(record["achievements"])
+        bits = np.asarray(record["unlocked_bits"], np.int64)
+        unlocked = (bits[:, None] >> np.arange(k)) & 1  # [E, K] 0/1
+        scores = [
+            crafter_score(100.0 * unlocked[block].mean(axis=1))
+            for block in np.array_split(idx, max(1, draws // 5_000))
+        ]
+        out["score"] = float(np.quantile(np.concatenate(scores), quantile))
+    return out
 
 
 def seed_rows(run_dir: Path | str) -> dict[int, tuple[dict[int, dict], dict[int, dict]]]:
@@ -46,14 +127,27 @@ def seed_rows(run_dir: Path | str) -> dict[int, tuple[dict[int, dict], dict[int,
 def judge_dreamerv3(name: str, run_dir: Path | str) -> dict[str, Any]:
     """A DreamerV3 check's statistic from a launcher run dir's per-seed eval rows:
     ``cartpole`` the window mean averaged over seeds, ``pendulum`` every seed's last eval
-    at or before the window's end."""
+    at or before the window's end; with ``score_threshold`` (``craftax_classic``) also the
+    Crafter score of the window's achievement rates averaged over its evaluations and seeds
+    (``score``; each seed's own as ``seed_<s>_score``), which must clear its bar too.
+    ``strict``: the statistics must exceed their bars (else reach them)."""
     spec = DREAMERV3_CHECKS[name]
     lo, hi = spec["window"]
     per_seed: dict[str, Any] = {}
+    window_rates: list[np.ndarray] = []
     for seed, (_, eval_rows) in seed_rows(run_dir).items():
         evals = [
             (r["timestep"], r["Eval/episodic mean reward"]) for _, r in sorted(eval_rows.items())
         ]
+        if "score_threshold" in spec:
+            # the rates (percent of each evaluation's episodes) in the window; every
+            # evaluation has the same episode count, so their mean is the pooled rate
+            rows = [r for _, r in sorted(eval_rows.items()) if lo <= r["timestep"] <= hi]
+            names = sorted(k for k in (rows[0] if rows else {}) if k.startswith(RATE_PREFIX))
+            rates = np.asarray([[r[k] for k in names] for r in rows], np.float64)
+            window_rates += list(rates)
+            seed_score = crafter_score(rates.mean(axis=0)) if len(rows) else math.nan
+            per_seed[f"seed_{seed}_score"] = float(seed_score)
         if spec["every_seed"]:
             kept = [v for t, v in evals if t <= hi]
             per_seed[f"seed_{seed}"] = kept[-1] if kept else math.nan
@@ -61,7 +155,7 @@ def judge_dreamerv3(name: str, run_dir: Path | str) -> dict[str, Any]:
             kept = [v for t, v in evals if lo <= t <= hi]
             per_seed[f"seed_{seed}"] = float(np.mean(kept)) if kept else math.nan
         per_seed[f"seed_{seed}_curve"] = evals
-    stats = [v for k, v in per_seed.items() if not k.endswith("_curve")]
+    stats = [v for k, v in per_seed.items() if not k.endswith(("_curve", "_score"))]
     reached = [
         max((t for t, _ in c), default=0) for k, c in per_seed.items() if k.endswith("_curve")
     ]
@@ -70,12 +164,23 @@ def judge_dreamerv3(name: str, run_dir: Path | str) -> dict[str, Any]:
         passed = None
     elif spec["every_seed"]:
         passed = all(v > spec["threshold"] for v in stats)
+    elif spec.get("strict"):
+        passed = bool(np.mean(stats) > spec["threshold"])
     else:
         passed = bool(np.mean(stats) >= spec["threshold"])
+    extra: dict[str, Any] = {}
+    if not spec["every_seed"]:
+        extra["statistic"] = float(np.mean(stats)) if stats else math.nan
+    if "score_threshold" in spec:
+        score = float(crafter_score(np.mean(window_rates, axis=0))) if window_rates else math.nan
+        extra |= {"score": score, "score_threshold": spec["score_threshold"]}
+        if passed is not None:
+            passed = passed and score > spec["score_threshold"]
     return {
         "check": name,
         "per_seed": per_seed,
         "threshold": spec["threshold"],
+        **extra,
         "evaluated_up_to": min(reached, default=0),
         "complete": complete,
         "passed": passed,

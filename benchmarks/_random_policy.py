@@ -42,3 +42,40 @@ def random_returns(env: Any, episodes: int, key: jax.Array) -> jax.Array:
         return total
 
     return jax.jit(jax.vmap(episode))(jax.random.split(key, episodes))
+
+
+def random_episodes(env: Any, episodes: int, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``([episodes] returns, [episodes, K] bool achievement sets)`` of the uniform-random
+    policy on a built ``env`` with achievements (``spec.achievements``, K of them): each
+    episode's ``EnvState.unlocked`` OR-ed over its steps up to the one that ends it, the
+    per-episode sets the Crafter score pools. The same policy as :func:`random_returns`,
+    stepped as one batch in a ``lax.while_loop`` that stops once every episode has ended
+    (or at the time limit): Craftax's limit is 10,000 steps, a random episode a few hundred."""
+    spec = env.spec
+    k_reset, k_act = jax.random.split(key)
+
+    def act(k: jax.Array) -> jax.Array:
+        return jax.nn.one_hot(jax.random.randint(k, (), 0, spec.action_size), spec.action_size)
+
+    step = jax.vmap(lambda s, k: env.step(s, act(k)))
+
+    def cond(carry):
+        t, _, _, alive, _ = carry
+        return (t < spec.episode_length) & jnp.any(alive)
+
+    def body(carry):
+        t, state, total, alive, sets = carry
+        state = step(state, jax.random.split(jax.random.fold_in(k_act, t), episodes))
+        total = total + jnp.where(alive, state.reward, 0.0)
+        sets = sets | (state.unlocked & alive[:, None])  # the ending step counts
+        return t + 1, state, total, alive & ~state.done, sets
+
+    init = (
+        jnp.zeros((), jnp.int32),
+        jax.vmap(env.reset)(jax.random.split(k_reset, episodes)),
+        jnp.zeros((episodes,)),
+        jnp.ones((episodes,), bool),
+        jnp.zeros((episodes, len(spec.achievements)), bool),
+    )
+    _, _, total, _, sets = jax.jit(lambda c: jax.lax.while_loop(cond, body, c))(init)
+    return total, sets

@@ -23,6 +23,9 @@ commands are in docs/PERFORMANCE.md) and is judged from its run dir by
     .venv/bin/python benchmarks/learning_checks.py --judge cartpole runs/dreamerv3-cartpole-...
     .venv/bin/python benchmarks/learning_checks.py --table runs/dreamerv3-cartpole-...
 
+Issue 46's checks on the games (``breakout_minatar``, ``craftax_classic``: ``protocol=quick``,
+their commands and bars in docs/PERFORMANCE.md) are judged the same way.
+
 ``--table`` prints the run's per-evaluation rows as a Markdown table (eval and training
 returns, the actor's entropy, chunk walls), the form docs/PERFORMANCE.md reports them in;
 the checks' bars are in :mod:`analysis.learning_check`.

@@ -7,6 +7,7 @@ enough to compute each statistic by hand (values chosen exact in binary floating
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -92,3 +93,93 @@ def test_table_has_a_column_per_eval_and_blanks_where_no_episode_ended(tmp_path)
 def test_table_names_the_problem_for_a_dir_without_metrics(tmp_path):
     with pytest.raises(SystemExit, match="no metrics/seed_"):
         checks.dreamerv3_table(str(tmp_path))
+
+
+# Issue 46's checks: the window's returns pooled over evaluations and seeds against a bar
+# above the random policy, strictly; craftax_classic also the pooled Crafter score.
+def game_curve(name: str, window_value: float, before: float = 100.0) -> list[float]:
+    """Evals at 2k, 4k, ... up to the check's window end: ``before`` outside the window,
+    ``window_value`` inside (the window's bounds are multiples of 2,000 rows)."""
+    lo, hi = checks.DREAMERV3_CHECKS[name]["window"]
+    return [window_value if t >= lo else before for t in range(2000, hi + 1, 2000)]
+
+
+def test_breakout_is_the_pooled_window_mean_strictly_above_its_bar(tmp_path, monkeypatch):
+    # a bar exact in binary (0.75): seeds at 1.75 and -0.25 average to it exactly, which a
+    # strict bar does not pass; 1.75 and 0.0 average to 0.875, which does
+    monkeypatch.setitem(checks.DREAMERV3_CHECKS["breakout_minatar"], "threshold", 0.75)
+    curve = functools.partial(game_curve, "breakout_minatar")
+    at = write_run(tmp_path / "at", {0: curve(1.75), 1: curve(-0.25)})
+    out = checks.judge_dreamerv3("breakout_minatar", str(at))
+    assert out["statistic"] == 0.75 and out["complete"] is True and out["passed"] is False
+    above = write_run(tmp_path / "above", {0: curve(1.75), 1: curve(0.0)})
+    assert checks.judge_dreamerv3("breakout_minatar", str(above))["passed"] is True
+    # the window's end not reached yet: no verdict
+    short = write_run(tmp_path / "short", {0: curve(50.0)[:-1], 1: curve(50.0)})
+    assert checks.judge_dreamerv3("breakout_minatar", str(short))["passed"] is None
+
+
+def write_craftax_run(run_dir: Path, rates: dict[int, float], window_return: float) -> Path:
+    """A craftax_classic run: every eval row in the window has return ``window_return`` and
+    its seed's rate ``rates[seed]`` (percent) on all 22 achievements; before the window,
+    return 100 and rates 100 (which must not count)."""
+    write_run(run_dir, {s: game_curve("craftax_classic", window_return) for s in rates})
+    lo, _ = checks.DREAMERV3_CHECKS["craftax_classic"]["window"]
+    for seed, rate in rates.items():
+        path = run_dir / "metrics" / f"seed_{seed}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows:
+            if row["kind"] == "eval":
+                value = rate if row["timestep"] >= lo else 100.0
+                row |= {f"{checks.RATE_PREFIX}a{k:02d}": value for k in range(22)}
+                row[checks.SCORE_KEY] = -1.0  # the judge pools the rates, not the logged score
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return run_dir
+
+
+def test_crafter_score_is_the_numpy_twin():
+    # equal rates s give score s; rates 0 and 99 give exp(ln(100) / 2) - 1 = 9 (float64)
+    assert checks.crafter_score([[7.0] * 22])[0] == pytest.approx(7.0, rel=1e-12)
+    assert checks.crafter_score([0.0, 99.0]) == pytest.approx(9.0, rel=1e-12)
+
+
+def test_craftax_needs_both_the_return_and_the_pooled_score(tmp_path, monkeypatch):
+    spec = checks.DREAMERV3_CHECKS["craftax_classic"]
+    monkeypatch.setitem(spec, "threshold", 0.75)
+    monkeypatch.setitem(spec, "score_threshold", 1.5)
+    # seeds at rates 0 and 5 pool to 2.5 on every achievement: a score of 2.5 (> 1.5); the
+    # seeds' own scores are 0 and 5. Rates 0 and 2 pool to 1 (< 1.5).
+    good = write_craftax_run(tmp_path / "good", {0: 0.0, 1: 5.0}, 1.0)
+    out = checks.judge_dreamerv3("craftax_classic", str(good))
+    assert out["score"] == pytest.approx(2.5, rel=1e-12) and out["statistic"] == 1.0
+    assert out["per_seed"]["seed_0_score"] == 0.0 and out["passed"] is True
+    assert out["per_seed"]["seed_1_score"] == pytest.approx(5.0, rel=1e-12)
+    low_score = write_craftax_run(tmp_path / "low_score", {0: 0.0, 1: 2.0}, 1.0)
+    assert checks.judge_dreamerv3("craftax_classic", str(low_score))["passed"] is False
+    low_ret = write_craftax_run(tmp_path / "low_ret", {0: 0.0, 1: 5.0}, 0.75)
+    assert checks.judge_dreamerv3("craftax_classic", str(low_ret))["passed"] is False
+
+
+def test_random_spread_on_a_hand_made_record():
+    # every episode the same: each resampled window has return 2 and rates 100 on the one
+    # unlocked achievement of two, so the score is exp(ln(101) / 2) - 1 exactly
+    record = {"returns": [2.0] * 5, "achievements": ["a", "b"], "unlocked_bits": [1] * 5}
+    out = checks.random_spread(record, pooled=4, draws=10)
+    assert out["return"] == 2.0
+    assert out["score"] == pytest.approx(math.sqrt(101.0) - 1.0, rel=1e-12)
+
+
+def test_the_frozen_bars_are_the_recorded_random_episodes_spread():
+    # results/random_games_2026-12-05 holds the 1,000 random episodes the bars came from;
+    # random_spread is deterministic (seed 0), so the frozen numbers must be reproduced
+    # to their rounding (4 decimals)
+    folder = Path(__file__).parents[2] / "results" / "random_games_2026-12-05"
+    for name, bars in checks.RANDOM_BARS.items():
+        record = json.loads((folder / f"{name}.json").read_text())
+        got = checks.random_spread(record, int(bars["pooled"]))
+        assert round(got["return"], 4) == bars["return"]
+        assert checks.DREAMERV3_CHECKS[name]["threshold"] == bars["return"]
+        if "score" in bars:
+            assert round(got["score"], 4) == bars["score"]
+            assert checks.DREAMERV3_CHECKS[name]["score_threshold"] == bars["score"]
+    assert set(checks.RANDOM_BARS) == {"breakout_minatar", "craftax_classic"}
