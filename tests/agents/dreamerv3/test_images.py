@@ -5,6 +5,8 @@ is test_parity_image.py's."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from agents.dreamerv3 import train as T
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
 from agents.dreamerv3.images import CNNEncoder, image_input, image_loss
 from agents.dreamerv3.networks import Networks, count_params
+from agents.dreamerv3.world_model import Batch
 from tests.agents.dreamerv3.conftest import tiny_config
 
 IMAGE = (64, 64, 3)
@@ -131,3 +134,38 @@ def test_encoder_resolution_and_image_size_checks():
         Networks(tiny_config(cnn_blocks=3), 0, 2, False, image_shape=IMAGE)
     with pytest.raises(ValueError, match="cnn_mults"):
         tiny_config(cnn_mults=())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_compute_dtype_of_the_image_path(dtype):
+    """The embedding is in the compute dtype (conv layers cast their float32 kernels, D30),
+    the decoded image and the losses float32 (``MSEDist(f32(out))``); a whole image train
+    step traces (shapes only, no compile) to float32 losses and a float32 state."""
+    cfg = tiny_config(compute_dtype=dtype)
+    nets = Networks(cfg, 5, 2, False, image_shape=IMAGE)
+    params, _ = jax.eval_shape(nets.init, jax.random.key(0))
+    emb = jax.eval_shape(nets.encoder.apply, {"params": params["enc"]}, nets.dummy_obs(3))
+    assert emb.dtype == jnp.dtype(dtype)
+    feat = jnp.zeros((3, cfg.feat_size))
+    out = jax.eval_shape(nets.decoder.apply, {"params": params["dec"]}, feat)
+    assert out["image"].dtype == out["vector"].dtype == jnp.float32
+    state = jax.eval_shape(functools.partial(T.init_train_state, nets), jax.random.PRNGKey(0))
+    obs = jax.tree_util.tree_map(
+        lambda x: jnp.zeros((3, 7, *x.shape[1:]), x.dtype), nets.dummy_obs()
+    )
+    batch = Batch(
+        obs=obs,
+        action=jnp.zeros((3, 7, 2)),
+        reward=jnp.zeros((3, 7)),
+        is_first=jnp.zeros((3, 7), bool),
+        is_last=jnp.zeros((3, 7), bool),
+        is_terminal=jnp.zeros((3, 7), bool),
+        deter=jnp.zeros((3, 7, cfg.deter_size)),
+        stoch=jnp.zeros((3, 7, cfg.stoch), jnp.int32),
+    )
+    noise = T.draw_train_noise(nets, jax.random.PRNGKey(1), 3, 6)
+    new, outs, metrics = jax.eval_shape(
+        lambda s, b, n: T.train_step(nets, s, b, n), state, batch, noise
+    )
+    assert metrics["image_loss"].dtype == metrics["vector_loss"].dtype == jnp.float32
+    assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(new.params))
