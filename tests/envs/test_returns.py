@@ -47,3 +47,40 @@ def test_random_policy_returns_count_each_step_once_and_stop_at_done():
     # (3.0 is ~9 sd), and no return passes +-T
     act = random_returns(envs.make("probe_reward_is_action"), 64, jax.random.key(1))
     assert abs(float(act.mean())) < 3.0 and float(abs(act).max()) <= 20.0
+
+
+def test_random_episodes_or_the_achievements_up_to_the_ending_step():
+    from types import SimpleNamespace
+    from typing import NamedTuple
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from tests.launcher.launcher_fakes import benchmark_script
+
+    random_episodes = benchmark_script("_random_policy").random_episodes
+
+    class S(NamedTuple):  # a fake env: step t pays 1 and unlocks achievement t % 3
+        t: jax.Array
+        limit: jax.Array  # the episode ends on step `limit` (1..4, drawn at reset)
+        reward: jax.Array
+        done: jax.Array
+        unlocked: jax.Array
+
+    def step(s, action):
+        t = s.t + 1
+        return S(t, s.limit, jnp.float32(1.0), t >= s.limit, jax.nn.one_hot(s.t % 3, 3) > 0)
+
+    def reset(key):
+        no = jnp.zeros((3,), bool)
+        return S(jnp.int32(0), jax.random.randint(key, (), 1, 5), jnp.float32(0), False, no)
+
+    spec = SimpleNamespace(episode_length=10, action_size=2, achievements=("a", "b", "c"))
+    env = SimpleNamespace(spec=spec, step=step, reset=reset)
+    returns, sets = map(np.asarray, random_episodes(env, 16, jax.random.key(0)))
+    # an episode of L steps returns L and unlocked {t % 3 : t < L}: steps after its end
+    # (which would add the rest) do not count
+    assert set(returns.tolist()) <= {1.0, 2.0, 3.0, 4.0} and len(set(returns.tolist())) > 1
+    expected = np.arange(3)[None, :] < np.minimum(returns, 3)[:, None]
+    assert (sets == expected).all()
