@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from envs.core import (
@@ -103,6 +103,15 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         can_terminate=can_terminate,
     )
 
+    return build_env(spec, *gymnax_functions(env, params))
+
+
+def gymnax_functions(env: Any, params: Any) -> tuple[Callable, Callable]:
+    """``(raw_reset, raw_step)`` for :func:`envs.wrappers.build_env` over a gymnax-API env's
+    ``reset_env`` / ``step_env`` (no auto-reset: the project's wrapper resets; the env's
+    ``done`` flag is its termination, the time limit is the wrapper's). Shared with
+    :mod:`envs.minatar_backend`."""
+
     def raw_reset(key):
         obs, state = env.reset_env(key, params)
         return state, obs
@@ -111,7 +120,7 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         obs, state, reward, terminated, _ = env.step_env(key, state, env_action, params)
         return state, obs, reward, terminated
 
-    return build_env(spec, raw_reset, raw_step)
+    return raw_reset, raw_step
 
 
 def _per_dim(bound, size: int) -> tuple[float, ...]:

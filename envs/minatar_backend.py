@@ -32,6 +32,7 @@ from envs.core import (
     agent_episode_length,
     check_action_repeat,
 )
+from envs.gymnax_backend import gymnax_functions
 from envs.wrappers import build_env
 
 # registry id -> gymnax name
@@ -89,15 +90,7 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         can_terminate=MINATAR_FACTS[env_id].can_terminate,
     )
 
-    def raw_reset(key):
-        obs, state = env.reset_env(key, params)
-        return state, obs
-
-    def raw_step(state, env_action, key):
-        obs, state, reward, terminated, _ = env.step_env(key, state, env_action, params)
-        return state, obs, reward, terminated
-
-    return build_env(spec, raw_reset, raw_step)
+    return build_env(spec, *gymnax_functions(env, params))
 
 
 def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
