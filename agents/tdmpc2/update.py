@@ -299,8 +299,8 @@ def update(
     ``wm``, ``cfg`` and ``return_grads`` static.
 
     Args:
-        batch: ``obs [H+1, B, O]``, ``action [H, B, A]``, ``reward [H, B]`` (time-major;
-            attributes or mapping keys).
+        batch: ``obs [H+1, B, O]`` (pixel model: ``[H+1, B, 64, 64, C]``, 0..255, any dtype),
+            ``action [H, B, A]``, ``reward [H, B]`` (time-major; attributes or mapping keys).
         noise: :class:`UpdateNoise`.
         return_grads: also return ``metrics["grads"] = {"wm": ..., "pi": ...}``, the
             pre-clip gradients (the ones torch's ``clip_grad_norm_`` sees).

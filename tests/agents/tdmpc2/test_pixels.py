@@ -148,36 +148,147 @@ def test_reference_has_no_multitask_pixel_model():
         WorldModel(cfg, int(np.prod(IMG)), 6, task_dim=4, num_tasks=2, image_shape=IMG)
 
 
-def test_tiny_pixel_update_runs_and_uses_the_shifts():
-    from agents.tdmpc2.train_state import init_train_state
-    from agents.tdmpc2.update import draw_update_noise, update
+def test_noise_draws_shifts_for_pixel_models_only():
+    from agents.tdmpc2.planner import draw_plan_noise
+    from agents.tdmpc2.update import draw_update_noise
 
-    cfg = TDMPC2Config(
-        num_channels=2,
-        latent_dim=32,
-        enc_dim=8,
-        mlp_dim=8,
-        num_q=2,
-        num_bins=5,
-        batch_size=2,
-        horizon=2,
-        obs="rgb",
-    ).resolve(500, 1)
-    wm = WorldModel(cfg, int(np.prod(IMG)), 1, image_shape=IMG)
-    state = init_train_state(wm, jax.random.key(0))
-    rng = np.random.default_rng(0)
-    batch = {
-        "obs": rng.integers(0, 256, (3, 2, *IMG), dtype=np.uint8),
-        "action": rng.uniform(-1, 1, (2, 2, 1)).astype(np.float32),
-        "reward": rng.normal(size=(2, 2)).astype(np.float32),
-    }
-    noise = draw_update_noise(jax.random.key(1), cfg, 1)
-    assert noise.shift_next.shape == (2, 2, 2) and noise.shift_obs0.shape == (2, 2)
+    kw = dict(num_channels=2, latent_dim=32, horizon=2, batch_size=3, num_samples=8)
+    pix = TDMPC2Config(**kw, num_pi_trajs=2, num_elites=2, obs="rgb").resolve(500, 1)
+    vec = TDMPC2Config(**kw, num_pi_trajs=2, num_elites=2).resolve(500, 1)
+    key = jax.random.key(3)
+    un, uv = draw_update_noise(key, pix, 1), draw_update_noise(key, vec, 1)
+    assert un.shift_next.shape == (2, 3, 2) and un.shift_obs0.shape == (3, 2)
+    assert uv.shift_next is None and uv.shift_obs0 is None
+    np.testing.assert_array_equal(un.eps_td, uv.eps_td)  # the vector draws are unchanged
+    pn, pv = draw_plan_noise(key, pix, 1), draw_plan_noise(key, vec, 1)
+    assert pn.shift.shape == (2,) and pv.shift is None
+    np.testing.assert_array_equal(pn.sample_eps, pv.sample_eps)
+
+
+# ------------------------------------------------------------------ the update, chained
+CONV_IDX = (2, 4, 6, 8)  # the four Conv2d in the reference's conv() Sequential
+
+
+def _params_from_reference(named: dict, wm: WorldModel) -> tuple[dict, dict]:
+    """Reference ``state_dict`` -> ``(params, target_qs)``: the heads by
+    :mod:`agents.tdmpc2.reference_names`, the conv encoder as in :func:`_to_ours`."""
+    from agents.tdmpc2.reference_names import tree_from_reference
+
+    conv = {k: v for k, v in named.items() if k.startswith("_encoder.rgb.")}
+    rest = {k: v for k, v in named.items() if k not in conv}
+    trees = tree_from_reference(rest, wm, strict=False)
+    enc = {}
+    for i, idx in enumerate(CONV_IDX):
+        w, b = conv[f"_encoder.rgb.{idx}.weight"], conv[f"_encoder.rgb.{idx}.bias"]
+        enc[f"conv_{i}"] = {"kernel": jnp.asarray(w.transpose(2, 3, 1, 0)), "bias": jnp.asarray(b)}
+    params = jax.tree_util.tree_map(jnp.asarray, trees["params"])
+    return {**params, "encoder": enc}, jax.tree_util.tree_map(jnp.asarray, trees["target_qs"])
+
+
+def test_update_chain_matches_reference():
+    """Two chained updates of a tiny pixel agent (``fixtures/tdmpc2_pixel_update.npz``) with
+    the reference's recorded draws (shifts included): metrics and every parameter after each
+    update, at test_update_parity's tolerance."""
+    from agents.tdmpc2.train_state import train_state_from_params
+    from agents.tdmpc2.update import UpdateNoise, update
+
+    with np.load(FIXTURES / "tdmpc2_pixel_update.npz") as f:
+        d = {k: f[k] for k in f.files}
+    m = {k: int(d[f"meta/cfg/{k}"]) for k in ("num_channels", "latent_dim", "enc_dim")}
+    m |= {k: int(d[f"meta/cfg/{k}"]) for k in ("mlp_dim", "num_q", "horizon", "batch_size")}
+    cfg = TDMPC2Config(**m, dropout=0.0, obs="rgb").resolve(500, 6)
+    wm = WorldModel(cfg, int(np.prod(IMG)), 6, image_shape=IMG)
+    init = {k[5:]: v for k, v in d.items() if k.startswith("init/")}
+    params, target_qs = _params_from_reference(init, wm)
+    state = train_state_from_params(wm, params, target_qs)
     step = jax.jit(update, static_argnums=(0, 1))
-    new, m = step(wm, cfg, state, batch, noise)
-    assert np.isfinite(float(m["total_loss"]))
-    moved = jax.tree_util.tree_map(lambda a, b: bool(jnp.any(a != b)), state.params, new.params)
-    assert all(jax.tree_util.tree_leaves(moved["encoder"]))
-    still = noise.replace(shift_obs0=jnp.full_like(noise.shift_obs0, SHIFT_PAD))
-    _, m2 = step(wm, cfg, state, batch, still)
-    assert float(m2["consistency_loss"]) != float(m["consistency_loss"])
+    for k in range(2):
+        p = f"u{k}/"
+        batch = {
+            "obs": d[p + "batch/obs"].transpose(0, 1, 3, 4, 2),
+            "action": d[p + "batch/action"],
+            "reward": d[p + "batch/reward"][..., 0],
+        }
+        noise = UpdateNoise(
+            eps_td=jnp.asarray(d[p + "draw/td_pi_eps"]),
+            pair_td=jnp.asarray(d[p + "draw/td_q_pair"]),
+            eps_pi=jnp.asarray(d[p + "draw/pi_eps"]),
+            pair_pi=jnp.asarray(d[p + "draw/pi_q_pair"]),
+            shift_next=jnp.asarray(d[p + "draw/shift_next"]),
+            shift_obs0=jnp.asarray(d[p + "draw/shift_obs0"]),
+        )
+        if k == 0:  # the recorded shifts matter (same program: no new compilation)
+            unshifted = noise.replace(
+                shift_next=jnp.full_like(noise.shift_next, SHIFT_PAD),
+                shift_obs0=jnp.full_like(noise.shift_obs0, SHIFT_PAD),
+            )
+            _, m0 = step(wm, cfg, state, batch, unshifted)
+            ref = float(d[p + "metric/consistency_loss"])
+            assert abs(float(m0["consistency_loss"]) - ref) > 10 * (ATOL + RTOL * ref)
+        state, metrics = step(wm, cfg, state, batch, noise)
+        for name in ("consistency_loss", "reward_loss", "value_loss", "pi_loss", "total_loss"):
+            np.testing.assert_allclose(
+                metrics[name], d[p + f"metric/{name}"], atol=ATOL, rtol=RTOL, err_msg=name
+            )
+        after = {k[len(p) + 6 :]: v for k, v in d.items() if k.startswith(p + "after/")}
+        want, want_tq = _params_from_reference(after, wm)
+        # The last conv's bias is dead: each channel fills 16 = 2 whole SimNorm groups, and
+        # softmax ignores a constant added to its group, so its gradient is 0 in exact
+        # arithmetic and both sides hold only rounding noise (~1e-8), which Adam's normalised
+        # first steps turn into moves of up to the encoder rate. Checked against that bound
+        # (|m_hat| / sqrt(v_hat) <= 1.0014 for t <= 2 by Cauchy-Schwarz on Adam's weights).
+        lr_enc = cfg.learning_rate * cfg.enc_lr_scale
+        b0 = init["_encoder.rgb.8.bias"]
+        for b in (state.params["encoder"]["conv_3"]["bias"], after["_encoder.rgb.8.bias"]):
+            assert np.abs(np.asarray(b) - b0).max() <= 1.0014 * lr_enc * (k + 1) * (1 + 1e-6)
+        got = {"params": state.params, "target_qs": state.target_qs}
+        want = {"params": want, "target_qs": want_tq}
+        for tree in (got, want):
+            tree["params"] = {**tree["params"], "encoder": dict(tree["params"]["encoder"])}
+            tree["params"]["encoder"]["conv_3"] = {
+                "kernel": tree["params"]["encoder"]["conv_3"]["kernel"]
+            }
+        for (path, a), b in zip(
+            jax.tree_util.tree_leaves_with_path(got), jax.tree_util.tree_leaves(want), strict=True
+        ):
+            msg = f"update {k} {jax.tree_util.keystr(path)}"
+            np.testing.assert_allclose(a, b, atol=ATOL, rtol=RTOL, err_msg=msg)
+
+
+def test_plan_chain_matches_reference():
+    """Two chained ``act()`` decisions of a tiny pixel agent (``fixtures/tdmpc2_pixel_plan.npz``,
+    the act's ShiftAug draw included): the action and the warm-start mean, at
+    test_planner_parity's ATOL (its docstring)."""
+    from agents.tdmpc2.planner import PlanNoise, plan
+
+    with np.load(FIXTURES / "tdmpc2_pixel_plan.npz") as f:
+        d = {k: f[k] for k in f.files}
+    fields = ("num_channels", "latent_dim", "enc_dim", "mlp_dim", "num_q", "horizon")
+    fields += ("iterations", "num_samples", "num_elites", "num_pi_trajs")
+    kw = {k: int(d[f"meta/cfg/{k}"]) for k in fields}
+    kw |= {k: float(d[f"meta/cfg/{k}"]) for k in ("min_std", "max_std", "temperature")}
+    cfg = TDMPC2Config(**kw, dropout=0.0, obs="rgb").resolve(500, 6)
+    wm = WorldModel(cfg, int(np.prod(IMG)), 6, image_shape=IMG)
+    params, _ = _params_from_reference(
+        {k[7:]: v for k, v in d.items() if k.startswith("params/")}, wm
+    )
+    step = jax.jit(plan, static_argnums=(0, 1), static_argnames=("eval_mode",))
+    mean = jnp.zeros((cfg.horizon, 6), jnp.float32)
+    for k in range(2):
+        p = f"d{k}/"
+        noise = PlanNoise(
+            pi_eps=jnp.asarray(d[p + "draw/pi_traj_eps"]),
+            sample_eps=jnp.asarray(d[p + "draw/noise"]),
+            terminal_eps=jnp.asarray(d[p + "draw/value_pi_eps"]),
+            q_pair=jnp.asarray(d[p + "draw/value_q_pair"]),
+            dropout_keys=jax.random.split(jax.random.key(0), cfg.iterations),  # dropout 0
+            u=jnp.asarray(np.float32(d[p + "draw/elite_uniform"])),
+            explore_eps=jnp.asarray(d[p + "draw/final_noise"]),
+            shift=jnp.asarray(d[p + "draw/shift"]),
+        )
+        obs = jnp.asarray(d[p + "obs"].transpose(1, 2, 0))
+        action, mean, _ = step(
+            wm, cfg, params, obs, mean, jnp.asarray(k == 0), noise, eval_mode=False
+        )
+        np.testing.assert_allclose(action, d[p + "action"], atol=ATOL, rtol=0)
+        np.testing.assert_allclose(mean, d[p + "mean"], atol=ATOL, rtol=0)
