@@ -292,3 +292,11 @@ def test_plan_chain_matches_reference():
         )
         np.testing.assert_allclose(action, d[p + "action"], atol=ATOL, rtol=0)
         np.testing.assert_allclose(mean, d[p + "mean"], atol=ATOL, rtol=0)
+
+
+def test_obs_must_be_state_or_rgb():
+    with pytest.raises(ValueError, match="agent.obs=state or agent.obs=rgb"):
+        TDMPC2Config(obs="depth")
+    vec = TDMPC2Config().resolve(500, 6)
+    with pytest.raises(ValueError, match="image_shape"):
+        WorldModel(vec, int(np.prod(IMG)), 6, image_shape=IMG)
