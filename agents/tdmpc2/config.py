@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent_api.rules import bounded, check_bounds, check_lockstep_envs
+from agent_api.rules import added_later, bounded, check_bounds, check_lockstep_envs
 
 # Why a discount must stay below 1: the TD targets bootstrap an infinite sum.
 _DISCOUNT = "the TD targets need a discount < 1; the reference's default clips it to 0.995"
@@ -80,6 +80,10 @@ class TDMPC2Config:
     # collection
     n_envs: int = bounded(1, low=1)
     eval_episodes: int = 10
+    # observations (issue 48): "state" (flat vector, MLP encoder) or "rgb" (a 64x64 frame stack,
+    # the reference's conv encoder, layers.py:125-150); num_channels: its conv width
+    obs: str = added_later("state", since="issue 48")
+    num_channels: int = added_later(32, since="issue 48", low=1)
     resolved: bool = False  # set by resolve(); resolving twice is a no-op
 
     def __post_init__(self) -> None:
@@ -89,6 +93,8 @@ class TDMPC2Config:
                 f"choose one of {sorted(MODEL_SIZES)}"
             )
         check_bounds(self)
+        if self.obs not in ("state", "rgb"):
+            raise ValueError(f"obs={self.obs!r}: choose agent.obs=state or agent.obs=rgb")
         if self.discount_min > self.discount_max:
             raise ValueError(
                 f"discount_min={self.discount_min} exceeds discount_max={self.discount_max}; "

@@ -16,7 +16,19 @@ import numpy as np
 
 from agents.common.blocks import NormedMLP, linear, tdmpc2_kernel_init
 
-__all__ = ["MLPHead", "count_params", "rounded", "simnorm", "tanh", "zero_out_kernel"]
+__all__ = [
+    "SHIFT_PAD",
+    "MLPHead",
+    "PixelEncoder",
+    "count_params",
+    "draw_shifts",
+    "pixel_preprocess",
+    "rounded",
+    "shift_crop",
+    "simnorm",
+    "tanh",
+    "zero_out_kernel",
+]
 
 Params = dict[str, Any]
 
@@ -120,3 +132,94 @@ def zero_out_kernel(head: Params) -> Params:
     out = dict(head["out"])
     out["kernel"] = jnp.zeros_like(out["kernel"])
     return {**head, "out": out}
+
+
+# ------------------------------------------------------------------------------ pixels
+SHIFT_PAD = 3  # ShiftAug() in conv() keeps its default pad=3 (layers.py:32,132), not DrQ's 4
+
+
+def draw_shifts(key: jax.Array, batch_shape: tuple[int, ...]) -> jax.Array:
+    """``int32 [*batch_shape, 2]`` shifts (x, y), each uniform in ``[0, 2 * SHIFT_PAD]``: the
+    reference's ``torch.randint(0, 2 * pad + 1, (n, 1, 1, 2))`` (``layers.py:47``), one per image
+    and per ``encode`` call (T1: drawn from a JAX key and passed in explicitly)."""
+    return jax.random.randint(key, (*batch_shape, 2), 0, 2 * SHIFT_PAD + 1, jnp.int32)
+
+
+def shift_crop(x: jax.Array, shift: jax.Array) -> jax.Array:
+    """Random-shift augmentation with given shifts (reference ``ShiftAug``, ``layers.py:36-50``).
+
+    ``x [..., S, S, C]`` (any dtype), ``shift int32 [..., 2]`` (x, y) ->
+    ``[..., S, S, C]`` float32: edge-replicate pad by ``SHIFT_PAD``, then the ``S x S`` window
+    whose top-left corner is ``(y, x)``. The reference samples the padded image with
+    ``grid_sample`` (bilinear, ``align_corners=False``) at grid points that are pixel centres
+    up to float rounding; here the window is cut out exactly (T51).
+    """
+    p = SHIFT_PAD
+    *batch, s, s2, c = x.shape
+    flat = x.reshape(-1, s, s2, c).astype(jnp.float32)
+    padded = jnp.pad(flat, ((0, 0), (p, p), (p, p), (0, 0)), mode="edge")
+    sh = shift.reshape(-1, 2)
+
+    def one(img: jax.Array, xy: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_slice(img, (xy[1], xy[0], 0), (s, s2, c))
+
+    return jax.vmap(one)(padded, sh).reshape(*batch, s, s2, c)
+
+
+def pixel_preprocess(x: jax.Array) -> jax.Array:
+    """``x / 255 - 0.5`` (reference ``PixelPreprocess``, ``layers.py:61-62``), float32."""
+    return x.astype(jnp.float32) / 255.0 - 0.5
+
+
+def _torch_conv_init(fan_in: int) -> Any:
+    """torch's default ``Conv2d`` init, kept by the reference (``init.weight_init`` only
+    re-initialises Linear/Embedding/ParameterList, ``init.py:4-16``): U(-1/sqrt(fan_in), +)
+    for the kernel (kaiming_uniform with a = sqrt(5)) and the bias alike."""
+    bound = 1.0 / np.sqrt(fan_in)
+
+    def init(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+    return init
+
+
+class PixelEncoder(nn.Module):
+    """The reference's pixel encoder ``conv(in_shape, num_channels, act=SimNorm)``
+    (``layers.py:125-139``) after its shift augmentation (:func:`shift_crop`, applied by the
+    caller so that the shifts stay explicit).
+
+    Fields: ``channels`` (``num_channels``), ``simnorm_dim``.
+
+    Shapes: ``x [..., 64, 64, C_in]`` float (0..255, already shifted) ->
+    ``[..., channels * 4 * 4]``: preprocess, Conv 7x7/2 -> ReLU -> 5x5/2 -> ReLU -> 3x3/2 ->
+    ReLU -> 3x3/1 (valid padding; 64 -> 29 -> 13 -> 6 -> 4), flattened in torch's (C, H, W)
+    order so SimNorm's groups of ``simnorm_dim`` are the reference's, then SimNorm (no
+    LayerNorm, unlike the MLP heads).
+    """
+
+    channels: int
+    simnorm_dim: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        *batch, s, s2, c_in = x.shape
+        if (s, s2) != (64, 64):
+            raise ValueError(f"the reference's conv encoder takes 64x64 images, got {s}x{s2}")
+        h = pixel_preprocess(x).reshape(-1, s, s2, c_in)
+        c_prev = c_in
+        for i, (k, stride) in enumerate(((7, 2), (5, 2), (3, 2), (3, 1))):
+            init = _torch_conv_init(c_prev * k * k)
+            conv = nn.Conv(
+                self.channels,
+                (k, k),
+                (stride, stride),
+                "VALID",
+                kernel_init=init,
+                bias_init=init,
+                name=f"conv_{i}",
+            )
+            h = conv(h)
+            h = jax.nn.relu(h) if i < 3 else h
+            c_prev = self.channels
+        h = jnp.transpose(h, (0, 3, 1, 2)).reshape(h.shape[0], -1)  # torch's Flatten order
+        return simnorm(h.reshape(*batch, -1), self.simnorm_dim)

@@ -48,6 +48,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.layers import draw_shifts
 from agents.tdmpc2.task_context import TaskContext
 
 __all__ = [
@@ -109,6 +110,9 @@ class PlanNoise:
     * ``u []`` float32 in ``[0, 1)``: the uniform of the final elite draw (T41).
     * ``explore_eps [A]``: N(0, 1) exploration noise (``torch.randn(A)``, ``:170``); unused
       in ``eval_mode``.
+    * ``shift [2] int32`` or None: a pixel model's ShiftAug draw for ``encode(obs)`` in
+      ``act`` (``tdmpc2.py:87``, drawn before the planner's; issue 48). None: unshifted / a
+      vector model.
     """
 
     pi_eps: jax.Array
@@ -118,6 +122,7 @@ class PlanNoise:
     dropout_keys: jax.Array
     u: jax.Array
     explore_eps: jax.Array
+    shift: jax.Array | None = None
 
 
 def draw_plan_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> PlanNoise:
@@ -139,6 +144,9 @@ def draw_plan_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> Plan
     k_pi, k_smp, k_term, k_pair, k_drop, k_u, k_exp = jax.random.split(key, 7)
     pair_keys = jax.random.split(k_pair, it)
     q_pair = jax.vmap(lambda k: jax.random.choice(k, cfg.num_q, (2,), replace=False))(pair_keys)
+    shift = None
+    if cfg.obs == "rgb":  # a key folded off the others, so vector models draw as before
+        shift = draw_shifts(jax.random.fold_in(key, 48), ())
     return PlanNoise(
         pi_eps=jax.random.normal(k_pi, (H, P, A), jnp.float32),
         sample_eps=jax.random.normal(k_smp, (it, H, N - P, A), jnp.float32),
@@ -147,6 +155,7 @@ def draw_plan_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> Plan
         dropout_keys=jax.random.split(k_drop, it),
         u=jax.random.uniform(k_u, (), jnp.float32),
         explore_eps=jax.random.normal(k_exp, (A,), jnp.float32),
+        shift=shift,
     )
 
 
@@ -275,7 +284,9 @@ def plan(
     kw = _task_kw(task)
     if task is not None:  # the look-up renorm of the task's row, not written back (T45)
         params = task.renorm(params)
-    z = wm.encode(params, obs, **kw)  # [L]
+    # pixel models only: the protocol's encode has no shift
+    shift_kw = {} if noise.shift is None else {"shift": noise.shift}
+    z = wm.encode(params, obs, **kw, **shift_kw)  # [L]
 
     # 1. policy trajectories [H, P, A] (tdmpc2.py:120-126 @5f6fade)
     pi_rows = []

@@ -53,6 +53,7 @@ from flax import struct
 
 from agents.common.normalizers import RunningScale
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.layers import draw_shifts
 from agents.tdmpc2.task_context import TaskContext
 from agents.tdmpc2.train_state import (
     TDMPC2TrainState,
@@ -86,6 +87,10 @@ class UpdateNoise:
         pair_pi: ``int32 [2]`` two distinct online-Q members (mean).
         dropout_keys: ``[3]`` PRNG keys, one per Q pass (target, value loss, policy loss),
             or None (no dropout; only meaningful when ``cfg.dropout > 0``).
+        shift_next: ``int32 [H, B, 2]`` pixel models: the ShiftAug draws of ``encode(obs[1:])``
+            (one ``randint`` per time step, ``world_model.py:100-101``, ``layers.py:47``).
+        shift_obs0: ``int32 [B, 2]`` pixel models: the draw of ``encode(obs[0])``, taken after
+            ``shift_next`` (``tdmpc2.py:232,241``). Both None: no shift (vector models).
     """
 
     eps_td: jax.Array
@@ -93,6 +98,8 @@ class UpdateNoise:
     eps_pi: jax.Array
     pair_pi: jax.Array
     dropout_keys: jax.Array | None = None
+    shift_next: jax.Array | None = None
+    shift_obs0: jax.Array | None = None
 
 
 def draw_update_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> UpdateNoise:
@@ -104,12 +111,17 @@ def draw_update_noise(key: jax.Array, cfg: TDMPC2Config, action_size: int) -> Up
     H, B, A = cfg.horizon, cfg.batch_size, action_size
     k_td, k_ptd, k_pi, k_ppi, k_drop = jax.random.split(key, 5)
     pair = jax.random.choice  # uniform ordered pair of distinct members
+    shifts = {}
+    if cfg.obs == "rgb":  # a key folded off the others, so vector models draw as before
+        k_next, k_obs0 = jax.random.split(jax.random.fold_in(key, 48))
+        shifts = dict(shift_next=draw_shifts(k_next, (H, B)), shift_obs0=draw_shifts(k_obs0, (B,)))
     return UpdateNoise(
         eps_td=jax.random.normal(k_td, (H, B, A), jnp.float32),
         pair_td=pair(k_ptd, cfg.num_q, (2,), replace=False).astype(jnp.int32),
         eps_pi=jax.random.normal(k_pi, (H + 1, B, A), jnp.float32),
         pair_pi=pair(k_ppi, cfg.num_q, (2,), replace=False).astype(jnp.int32),
         dropout_keys=jax.random.split(k_drop, 3),
+        **shifts,
     )
 
 
@@ -154,6 +166,7 @@ def model_losses(
     td: jax.Array,
     dropout_key: jax.Array | None,
     task: TaskContext | None = None,
+    shift0: jax.Array | None = None,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """World-model objective (``tdmpc2.py:239-267``).
 
@@ -163,6 +176,7 @@ def model_losses(
         obs0: ``[B, O]`` first observations; action ``[H, B, A]``; reward ``[H, B]``.
         next_z: ``[H, B, L]`` consistency targets (no gradient); td ``[H, B, 1]``.
         dropout_key: the value-loss Q pass key (or None).
+        shift0: pixel models: ``int32 [B, 2]`` ShiftAug draws for ``obs0`` (or None).
 
     Returns:
         ``(total, aux)`` with aux ``consistency_loss``, ``reward_loss``, ``value_loss``
@@ -172,7 +186,7 @@ def model_losses(
     H = cfg.horizon
     next_z = jax.lax.stop_gradient(next_z)
     td = jax.lax.stop_gradient(td)
-    z = wm.encode(wm_params, obs0, task=task)
+    z = wm.encode(wm_params, obs0, task=task, shift=shift0)
     zs = [z]
     consistency = jnp.zeros((), jnp.float32)
     for t in range(H):
@@ -285,8 +299,8 @@ def update(
     ``wm``, ``cfg`` and ``return_grads`` static.
 
     Args:
-        batch: ``obs [H+1, B, O]``, ``action [H, B, A]``, ``reward [H, B]`` (time-major;
-            attributes or mapping keys).
+        batch: ``obs [H+1, B, O]`` (pixel model: ``[H+1, B, 64, 64, C]``, 0..255, any dtype),
+            ``action [H, B, A]``, ``reward [H, B]`` (time-major; attributes or mapping keys).
         noise: :class:`UpdateNoise`.
         return_grads: also return ``metrics["grads"] = {"wm": ..., "pi": ...}``, the
             pre-clip gradients (the ones torch's ``clip_grad_norm_`` sees).
@@ -310,7 +324,7 @@ def update(
         params = task.renorm(params)
 
     # 1. TD targets with the pre-step parameters (online encoder, pre-step pi, target Q).
-    next_z = jax.lax.stop_gradient(wm.encode(params, obs[1:], task=task))
+    next_z = jax.lax.stop_gradient(wm.encode(params, obs[1:], task=task, shift=noise.shift_next))
     td = td_target(
         wm,
         params,
@@ -328,7 +342,16 @@ def update(
 
     def wm_objective(p: Params) -> tuple[jax.Array, dict[str, jax.Array]]:
         return model_losses(
-            wm, p, obs[0], action, reward, next_z, td, _dropout_key(noise, 1), task=task
+            wm,
+            p,
+            obs[0],
+            action,
+            reward,
+            next_z,
+            td,
+            _dropout_key(noise, 1),
+            task=task,
+            shift0=noise.shift_obs0,
         )
 
     (total, aux), wm_grads = jax.value_and_grad(wm_objective, has_aux=True)(wm_params)

@@ -8,6 +8,8 @@ without one (the default) compute exactly the single-task model.
 Param tree (``WorldModel.init``)::
 
     encoder:  MLPHead  in O,      hidden max(num_enc_layers-1, 1) x enc_dim, out latent, SimNorm
+              (pixel model, ``cfg.obs == "rgb"``: PixelEncoder {conv_0..conv_3: {kernel
+              [k, k, in, out], bias}}, 64x64xC -> 16 num_channels = latent, SimNorm; issue 48)
     dynamics: MLPHead  in L + A,  hidden 2 x mlp_dim,                          out latent, SimNorm
     reward:   MLPHead  in L + A,  hidden 2 x mlp_dim,                          out num_bins
     qs:       MLPHead  in L + A,  hidden 2 x mlp_dim, dropout on 1st,          out num_bins
@@ -53,8 +55,10 @@ from agents.common.distributional import TwoHot
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.layers import (
     MLPHead,
+    PixelEncoder,
     count_params,
     rounded,
+    shift_crop,
     simnorm,
     tanh,
     zero_out_kernel,
@@ -88,6 +92,9 @@ class WorldModel:
         batched: the Q ensemble's layout, vmapped over members (True) or one plain MLP per
             member (False); None: the backend's (:func:`agent_api.backend.batched_layout`).
             Same maths either way (docs/design.md §2.6).
+        image_shape: ``(64, 64, C)`` of a pixel model (``cfg.obs == "rgb"``; C = 3 x frames,
+            oldest frame first, channels last); None for a vector model. ``obs_size`` is then
+            ``64 * 64 * C``.
 
     The head methods take an optional ``task`` (a :class:`~agents.tdmpc2.multitask.
     TaskContext`); it must be given for a multi-task model and omitted otherwise.
@@ -99,10 +106,30 @@ class WorldModel:
     task_dim: int = 0
     num_tasks: int = 0
     batched: bool | None = None
+    image_shape: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.cfg.resolved:
             raise ValueError("WorldModel needs a resolved TDMPC2Config (call cfg.resolve(...))")
+        if (self.cfg.obs == "rgb") != (self.image_shape is not None):
+            raise ValueError(
+                f"obs={self.cfg.obs!r} with image_shape={self.image_shape}: a pixel model needs "
+                "the (64, 64, C) image shape and a vector model none (issue 48: the agent and "
+                "the envs do not give pixel observations yet)"
+            )
+        if self.image_shape is not None:
+            features = 16 * self.cfg.num_channels  # 64 -> 29 -> 13 -> 6 -> 4 (layers.py:133-136)
+            if tuple(self.image_shape[:2]) != (64, 64):
+                raise ValueError(f"pixel models take 64x64 images, got {self.image_shape}")
+            if features != self.cfg.latent_dim:
+                # the reference builds such a model but fails in its first dynamics call
+                raise ValueError(
+                    f"the conv encoder emits 16 x num_channels = {features} features but "
+                    f"latent_dim = {self.cfg.latent_dim}; choose agent.num_channels = "
+                    f"latent_dim / 16 or agent.latent_dim = {features}"
+                )
+            if self.num_tasks:
+                raise ValueError("the reference has no multi-task pixel model (docs/design.md)")
         if self.cfg.latent_dim % self.cfg.simnorm_dim:
             raise ValueError("latent_dim must be a multiple of simnorm_dim")
         if (self.task_dim > 0) != (self.num_tasks > 0) or min(self.task_dim, self.num_tasks) < 0:
@@ -118,8 +145,10 @@ class WorldModel:
         return TwoHot.tdmpc2(self.cfg.num_bins, self.cfg.vmax)
 
     @property
-    def encoder_module(self) -> MLPHead:
+    def encoder_module(self) -> MLPHead | PixelEncoder:
         c = self.cfg
+        if self.image_shape is not None:
+            return PixelEncoder(c.num_channels, c.simnorm_dim)
         return MLPHead(max(c.num_enc_layers - 1, 1), c.enc_dim, c.latent_dim, c.simnorm_dim)
 
     @property
@@ -159,7 +188,8 @@ class WorldModel:
         def unbox(variables: Any) -> Params:
             return flax.core.unfreeze(variables["params"])
 
-        enc = unbox(self.encoder_module.init(k_enc, jnp.zeros((1, obs_size), jnp.float32)))
+        enc_in = (1, *self.image_shape) if self.image_shape is not None else (1, obs_size)
+        enc = unbox(self.encoder_module.init(k_enc, jnp.zeros(enc_in, jnp.float32)))
         dyn = unbox(self.dynamics_module.init(k_dyn, za))
         rew = zero_out_kernel(unbox(self.reward_module.init(k_rew, za)))
         qs = jax.vmap(lambda k: zero_out_kernel(unbox(self.q_module.init(k, za))))(
@@ -175,12 +205,25 @@ class WorldModel:
 
     # ------------------------------------------------------------------ heads
     def encode(
-        self, params: Mapping[str, Any], obs: jax.Array, task: TaskContext | None = None
+        self,
+        params: Mapping[str, Any],
+        obs: jax.Array,
+        task: TaskContext | None = None,
+        shift: jax.Array | None = None,
     ) -> jax.Array:
         """Latent ``z [..., L]`` of observations ``obs [..., O]`` (``world_model.py:93-102``;
-        multi-task: of ``[obs, e]``)."""
+        multi-task: of ``[obs, e]``).
+
+        Pixel model: ``obs [..., 64, 64, C]`` (any dtype, 0..255) and ``shift int32 [..., 2]``,
+        the reference's ShiftAug draw for each image (:func:`~agents.tdmpc2.layers.draw_shifts`);
+        ``shift=None`` is the unshifted image (every shift ``SHIFT_PAD``; T51). Vector models ignore
+        ``shift``.
+        """
         if task is not None:
             obs = task.embed(params, obs)
+        if self.image_shape is not None:
+            # the window at (SHIFT_PAD, SHIFT_PAD) is the image itself: no crop needed
+            obs = obs.astype(jnp.float32) if shift is None else shift_crop(obs, shift)
         return self.encoder_module.apply({"params": params["encoder"]}, obs)
 
     def next(
