@@ -37,7 +37,7 @@ BATTERY = [
         "dreamerv3_50m\n",
     ),
     (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
-    (["protocol=fast"], "protocol=fast: unknown option; choose one of: learning_check"),
+    (["protocol=fast"], "protocol=fast: unknown option; choose one of: crafter, learning_check"),
     (["logger=wandb"], "logger=wandb: unknown option; choose one of: disabled, offline, online"),
     (["agent.mlpdim=3"], "agent.mlpdim: unknown key; did you mean mlp_dim?"),
     (["+agent.foo=1"], "agent.foo: unknown key; valid keys: enc_dim"),
@@ -260,9 +260,10 @@ def test_cfg_job_says_what_the_null_widths_resolve_to(capsys):
     argv = ["--cfg", "job", "agent=dreamerv3", "env=pendulum", "model_size=dreamerv3_1m"]
     code, out, _ = run_main([*argv, "agent.units=100"], capsys)
     assert code == 0 and "units: 100" in out
-    # 1m: d = 64, deter = 8 d, classes = d / 16 (agents/dreamerv3/config.py MODEL_SIZES)
+    # 1m: d = 64, deter = 8 d, classes = d / 16, cnn_depth = d / 16 (agents/dreamerv3/config.py
+    # MODEL_SIZES; cnn_depth: issue 47, D42)
     note = "# null above resolves to (model_size 1m): agent.hidden=64, agent.deter=512, "
-    assert out.endswith(note + "agent.classes=4\n")
+    assert out.endswith(note + "agent.classes=4, agent.cnn_depth=4\n")
     code, out, _ = run_main(["--cfg", "job", "protocol=smoke"], capsys)  # TD-MPC2: no nulls
     assert code == 0 and "resolves to" not in out
 
