@@ -132,11 +132,14 @@ class EnvRequirements:
       fixed_length: refuses envs whose episodes can terminate before the time limit.
       task_set: runs a task set (``envs.task_sets``: the env of a multi-task agent) and
         refuses single envs; False (every single-task agent) refuses task sets.
+      vector_observations: refuses envs observed as images (``obs_mode`` ``image``,
+        issue 47).
     """
 
     continuous_actions: bool = False
     fixed_length: bool = False
     task_set: bool = False
+    vector_observations: bool = False
 
     def problems(self, facts: Any) -> list[str]:
         """What about an env (anything with ``discrete`` and ``can_terminate``) the agent
@@ -151,6 +154,8 @@ class EnvRequirements:
             out.append("has discrete actions")
         if self.fixed_length and facts.can_terminate:
             out.append("can terminate")
+        if self.vector_observations and getattr(facts, "obs_mode", "vector") != "vector":
+            out.append(f"is observed as {facts.obs_mode}s")
         return out
 
     def needs(self) -> str:
@@ -161,6 +166,7 @@ class EnvRequirements:
                 ("continuous actions", self.continuous_actions),
                 ("fixed-length episodes", self.fixed_length),
                 ("a task set", self.task_set),
+                ("vector observations", self.vector_observations),
             )
             if flag
         ]

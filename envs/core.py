@@ -56,6 +56,10 @@ class EnvSpec:
       can_terminate: whether an episode may end before T (true termination).
       achievements: the names of the env's achievements in a fixed order (the order of
         ``EnvState.unlocked``); empty on envs without any (issue 46 contract).
+      obs_mode: the observation mode it was built with (:data:`OBS_MODES`): ``vector`` =
+        ``obs`` is ``[obs_size]`` float32; ``image`` = ``obs`` is a ``image_shape``
+        (H, W, C) uint8 image and ``obs_size`` is 0 (no vector beside it; issue 47).
+      image_shape: (H, W, C) of an ``image`` env's observation; None for ``vector``.
     """
 
     env_id: str
@@ -69,6 +73,23 @@ class EnvSpec:
     action_high: tuple[float, ...] | None = None
     can_terminate: bool = False
     achievements: tuple[str, ...] = ()
+    obs_mode: str = "vector"
+    image_shape: tuple[int, int, int] | None = None
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """The shape of one env's ``EnvState.obs``: ``(obs_size,)`` or ``image_shape``."""
+        return (self.obs_size,) if self.image_shape is None else self.image_shape
+
+    @property
+    def obs_dtype(self) -> Any:
+        """The dtype of ``EnvState.obs``: float32 vectors, uint8 images."""
+        return jnp.float32 if self.image_shape is None else jnp.uint8
+
+
+# The observation modes a backend may offer (Backend.obs_modes; envs.make(obs=...)): every env
+# has ``vector``; ``image`` is the same game observed as a uint8 image (issue 47).
+OBS_MODES = ("vector", "image")
 
 
 class StaticFacts(NamedTuple):
@@ -166,6 +187,8 @@ class Backend:
       mujoco_gl: the renderer draws with MuJoCo (it needs an OpenGL context, ``MUJOCO_GL``).
       frame_cpu_s: CPU seconds per backend step of one env (the launcher's CPU budget,
         docs/PERFORMANCE.md "Environments"); 0 where negligible.
+      obs_modes: the observation modes its builder offers (:data:`OBS_MODES`); a mode other
+        than ``vector`` reaches the builder as its keyword ``obs``.
     """
 
     name: str
@@ -176,13 +199,16 @@ class Backend:
     renderer: Callable[[str, int, tuple[int, int]], Any] | None = None
     mujoco_gl: bool = False
     frame_cpu_s: float = 0.0
+    obs_modes: tuple[str, ...] = ("vector",)
 
 
-def initial_state(inner: Any, obs: jax.Array, key: jax.Array) -> EnvState:
-    """EnvState right after a reset: zero reward, not done, t = 0."""
+def initial_state(inner: Any, obs: jax.Array, key: jax.Array, image: bool = False) -> EnvState:
+    """EnvState right after a reset: zero reward, not done, t = 0; ``obs`` flattened to
+    float32, or kept as a uint8 image if ``image``."""
+    obs = jnp.asarray(obs, jnp.uint8) if image else jnp.asarray(obs, jnp.float32).reshape(-1)
     return EnvState(
         inner=inner,
-        obs=jnp.asarray(obs, jnp.float32).reshape(-1),
+        obs=obs,
         reward=jnp.zeros((), jnp.float32),
         done=jnp.zeros((), bool),
         terminated=jnp.zeros((), bool),

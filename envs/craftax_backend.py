@@ -24,6 +24,15 @@ Craftax's ``Achievement`` names lower-cased, in the order of their index into th
 ``achievements`` array (its enum values; Classic's declaration order, full Craftax's differs);
 ``EnvState.unlocked`` = ``new & ~old`` of that array across the agent step (achievements only
 ever switch on within an episode, so this is the OR over the step's backend steps).
+
+Image mode (``envs.make("craftax_classic", obs="image")``, issue 47; Classic only):
+Craftax's own agent view, ``Craftax-Classic-Pixels-v1`` (its renderer at 7 pixels a block:
+9 x 9 blocks, the 7 x 9 map over 2 rows of inventory, 63 x 63 x 3), as uint8 (Craftax's
+``render / 255`` times 255, rounded: exact), placed at the top left of a 64 x 64 x 3 black
+canvas. That is what Crafter itself shows the reference's agent at its ``size`` 64 x 64:
+Crafter's unit is ``64 // 9 = 7`` pixels and its border ``(64 - 63) // 2 = 0``, so its last
+row and column stay black. ``obs_size`` 0. The state, the dynamics and the achievements are
+the symbolic env's (the same ``craftax_step``).
 """
 
 from __future__ import annotations
@@ -57,6 +66,11 @@ CRAFTAX_FACTS: dict[str, StaticFacts] = {
     "craftax": StaticFacts(8268, 43, True, True, 100000),
 }
 
+# registry id -> Craftax's pixel env of the image mode (Classic only: full Craftax's pixel
+# view is not Crafter's and no reference trains on it)
+CRAFTAX_PIXEL_ENVS: dict[str, str] = {"craftax_classic": "Craftax-Classic-Pixels-v1"}
+IMAGE_SIZE = 64  # Crafter's canvas at the reference's crafter `size` (64 x 64)
+
 CRAFTAX_ACTION_REPEATS = (1,)  # Crafter's protocol repeats no action
 _NO_TIME_LIMIT = 2**31 - 1  # Craftax's max_timesteps when asking it for true terminations only
 # Craftax's texture size for human-viewed images (its BLOCK_PIXEL_SIZE_IMG): frames of
@@ -64,10 +78,11 @@ _NO_TIME_LIMIT = 2**31 - 1  # Craftax's max_timesteps when asking it for true te
 _VIDEO_BLOCK_PIXELS = 16
 
 
-def _craftax_env(env_id: str) -> Any:
+def _craftax_env(env_id: str, image: bool = False) -> Any:
     from craftax.craftax_env import make_craftax_env_from_name
 
-    return make_craftax_env_from_name(CRAFTAX_ENVS[env_id], auto_reset=False)
+    name = CRAFTAX_PIXEL_ENVS[env_id] if image else CRAFTAX_ENVS[env_id]
+    return make_craftax_env_from_name(name, auto_reset=False)
 
 
 def _achievement_enum(env_id: str) -> Any:
@@ -87,13 +102,16 @@ def achievement_names(env_id: str) -> tuple[str, ...]:
     return tuple(a.name.lower() for a in members)
 
 
-def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+def build(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None, obs: str = "vector"
+) -> Env:
     """Build Craftax env ``env_id`` (a key of :data:`CRAFTAX_ENVS`); no world is generated.
 
     Args:
       env_id: registry id.
       action_repeat: must be 1 (:data:`CRAFTAX_ACTION_REPEATS`).
       episode_length: time limit in env steps; None = Craftax's ``max_timesteps``.
+      obs: ``vector`` (symbolic) or ``image`` (64 x 64 x 3 uint8; ``craftax_classic`` only).
 
     Returns:
       The env; its states carry ``unlocked`` ([n_achievements] bool).
@@ -105,18 +123,23 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
     check_action_repeat(action_repeat, env_id, CRAFTAX_ACTION_REPEATS, "craftax")
     import jax.numpy as jnp
 
-    env = _craftax_env(env_id)
+    image = obs == "image"
+    if image and env_id not in CRAFTAX_PIXEL_ENVS:
+        raise ValueError(f"obs='image' is offered on {tuple(CRAFTAX_PIXEL_ENVS)} only")
+    env = _craftax_env(env_id, image)
     params = env.default_params
     limit = int(params.max_timesteps) if episode_length is None else episode_length
     agent_limit = agent_episode_length(limit, action_repeat, env_id)
     # Craftax's is_terminal ORs its own time limit in: lift it, the limit is ours
     terminal_params = params.replace(max_timesteps=_NO_TIME_LIMIT)
-    (obs_size,) = env.observation_space(params).shape
+    shape = env.observation_space(params).shape
     names = achievement_names(env_id)
     spec = EnvSpec(
         env_id=env_id,
         backend="craftax",
-        obs_size=int(obs_size),
+        obs_size=0 if image else int(shape[0]),
+        obs_mode=obs,
+        image_shape=(IMAGE_SIZE, IMAGE_SIZE, int(shape[-1])) if image else None,
         action_size=int(env.action_space(params).n),
         discrete=True,
         episode_length=agent_limit,
@@ -125,13 +148,20 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         achievements=names,
     )
 
+    def view(x):  # the image mode's canvas: Craftax's [0, 1] render -> uint8, padded to 64
+        if not image:
+            return x
+        x = jnp.round(x * 255).astype(jnp.uint8)
+        pad = [(0, IMAGE_SIZE - x.shape[0]), (0, IMAGE_SIZE - x.shape[1]), (0, 0)]
+        return jnp.pad(x, pad)
+
     def raw_reset(key):
-        obs, state = env.reset_env(key, params)
-        return state, obs
+        x, state = env.reset_env(key, params)
+        return state, view(x)
 
     def raw_step(state, env_action, key):
-        obs, state, reward, _, _ = env.step_env(key, state, env_action, params)
-        return state, obs, reward, env.is_terminal(state, terminal_params)
+        x, state, reward, _, _ = env.step_env(key, state, env_action, params)
+        return state, view(x), reward, env.is_terminal(state, terminal_params)
 
     inner_env = build_env(spec, raw_reset, raw_step)
 
@@ -177,6 +207,7 @@ BACKEND = Backend(
     build=build,
     action_repeats=CRAFTAX_ACTION_REPEATS,
     renderer=renderer,
+    obs_modes=("vector", "image"),
     # Craftax-Classic, one env in the row collector's dynamic mode (DreamerV3's): 3.4 ms a
     # step on this 2-core box at load 16 (benchmarks/env_throughput.py --games), ~10x its raw
     # step: the auto-reset's world generation runs every step under vmap; an order of magnitude

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from envs.core import EnvSpec
-from envs.registry import check_args, make
+from envs.registry import _BACKENDS, check_args, check_obs_mode, make
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,8 @@ class EnvFacts:
         ``EnvSpec.episode_length``.
       action_repeat: backend steps per agent step.
       backend_episode_length: the time limit in backend steps (T * action_repeat).
+      obs_mode: the observation mode (``vector``, ``image``; :data:`envs.core.OBS_MODES`);
+        an ``image`` env's ``obs_size`` is 0 (its image is ``EnvSpec.image_shape``).
     """
 
     env_id: str
@@ -43,6 +45,7 @@ class EnvFacts:
     episode_length: int
     action_repeat: int
     backend_episode_length: int
+    obs_mode: str = "vector"
 
     @classmethod
     def from_spec(cls, spec: EnvSpec) -> EnvFacts:
@@ -57,16 +60,20 @@ class EnvFacts:
             episode_length=spec.episode_length,
             action_repeat=spec.action_repeat,
             backend_episode_length=spec.episode_length * spec.action_repeat,
+            obs_mode=spec.obs_mode,
         )
 
 
-def facts(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> EnvFacts:
-    """The facts of ``envs.make(env_id, action_repeat, episode_length)``, without a build.
+def facts(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None, obs: str = "vector"
+) -> EnvFacts:
+    """The facts of ``envs.make(env_id, action_repeat, episode_length, obs)``, without a build.
 
     Args:
       env_id: a registered id (:func:`envs.list_envs`).
       action_repeat: backend steps per agent step (>= 1; gymnax: only 1).
       episode_length: the time limit in backend steps; None = the env's default.
+      obs: the observation mode (``envs.make``'s ``obs``).
 
     Returns:
       The :class:`EnvFacts`, equal to ``EnvFacts.from_spec(envs.make(...).spec)``. Read
@@ -80,17 +87,19 @@ def facts(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         is not divisible by the repeat.
     """
     entry, limit = check_args(env_id, action_repeat, episode_length)
+    check_obs_mode(env_id, obs, _BACKENDS[entry.backend].obs_modes)
     row = entry.facts
     if row is None or limit is None:
-        return EnvFacts.from_spec(make(env_id, action_repeat, episode_length).spec)
+        return EnvFacts.from_spec(make(env_id, action_repeat, episode_length, obs).spec)
     return EnvFacts(
         env_id=env_id,
         backend=entry.backend,
-        obs_size=row.obs_size,
+        obs_size=row.obs_size if obs == "vector" else 0,  # an image env has no vector
         action_size=row.action_size,
         discrete=row.discrete,
         can_terminate=row.can_terminate,
         episode_length=limit // action_repeat,
         action_repeat=action_repeat,
         backend_episode_length=limit,
+        obs_mode=obs,
     )

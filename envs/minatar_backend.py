@@ -16,6 +16,10 @@ As in :mod:`envs.gymnax_backend`: the raw ``step_env`` / ``reset_env`` (a step n
 1.0.1's ``step_env`` reports it without the time limit); the time limit is ours
 (``spec.episode_length``), by default gymnax's ``max_steps_in_episode`` (1,000; Freeway 2,500),
 so episodes end at variable lengths. ``action_repeat`` is 1 only (MinAtar has no frame skip).
+
+Image mode (``envs.make(id, obs="image")``, issue 47): the same grid kept as a 10 x 10 x C
+uint8 image, 255 where gymnax's boolean is set and 0 elsewhere (the full range, so the image
+encoder's ``x / 255 - 0.5`` sees -0.5 and 0.5, not a grid squeezed near -0.5); ``obs_size`` 0.
 """
 
 from __future__ import annotations
@@ -58,13 +62,16 @@ MINATAR_FACTS: dict[str, StaticFacts] = {
 MINATAR_ACTION_REPEATS = (1,)  # MinAtar has no frame skip; no paper repeats its actions
 
 
-def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+def build(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None, obs: str = "vector"
+) -> Env:
     """Build MinAtar game ``env_id`` (a key of :data:`MINATAR_ENVS`).
 
     Args:
       env_id: registry id.
       action_repeat: must be 1 (:data:`MINATAR_ACTION_REPEATS`).
       episode_length: time limit in env steps; None = gymnax's ``max_steps_in_episode``.
+      obs: ``vector`` (the flat float32 grid) or ``image`` (the [10, 10, C] uint8 grid).
 
     Raises:
       ActionRepeatError: ``action_repeat`` is not 1.
@@ -79,10 +86,13 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
     # gymnax's own limit set to ours: step_env ignores it (1.0.1), kept equal for clarity
     params = params.replace(max_steps_in_episode=limit)
     rows, cols, channels = (int(d) for d in env.obs_shape)
+    image = obs == "image"
     spec = EnvSpec(
         env_id=env_id,
         backend="minatar",
-        obs_size=rows * cols * channels,
+        obs_size=0 if image else rows * cols * channels,
+        obs_mode=obs,
+        image_shape=(rows, cols, channels) if image else None,
         action_size=int(env.action_space(params).n),
         discrete=True,
         episode_length=agent_limit,
@@ -90,7 +100,24 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         can_terminate=MINATAR_FACTS[env_id].can_terminate,
     )
 
-    return build_env(spec, *gymnax_functions(env, params))
+    raw_reset, raw_step = gymnax_functions(env, params)
+    if not image:
+        return build_env(spec, raw_reset, raw_step)
+
+    def view(grid):  # the image mode's grid: 0 / 255 uint8
+        import jax.numpy as jnp
+
+        return jnp.where(grid, 255, 0).astype(jnp.uint8)
+
+    def image_reset(key):
+        state, grid = raw_reset(key)
+        return state, view(grid)
+
+    def image_step(state, env_action, key):
+        state, grid, reward, terminated = raw_step(state, env_action, key)
+        return state, view(grid), reward, terminated
+
+    return build_env(spec, image_reset, image_step)
 
 
 def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
@@ -133,4 +160,5 @@ BACKEND = Backend(
     build=build,
     action_repeats=MINATAR_ACTION_REPEATS,
     renderer=renderer,
+    obs_modes=("vector", "image"),
 )

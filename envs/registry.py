@@ -31,6 +31,17 @@ from envs.core import (
 )
 from envs.errors import EnvError, UnknownEnvError
 
+
+def check_obs_mode(env_id: str, obs: object, modes: tuple[str, ...]) -> None:
+    """Hold that observation mode ``obs`` is one of the backend's ``modes`` (issue 47).
+
+    Raises:
+      ValueError: otherwise, naming the modes it offers.
+    """
+    if obs not in modes:
+        raise ValueError(f"{env_id}: obs={obs!r} is not offered; its observation modes are {modes}")
+
+
 # The backends, in registration order (their ids are listed in this order): each module ends
 # with ``BACKEND = envs.core.Backend(...)``, which declares everything the project reads
 # about it (docs/design.md §5.5). A new backend is one module and one line here.
@@ -54,9 +65,13 @@ class EnvEntry:
     builder: Builder | None = None  # None: the backend's ``build``
     facts: StaticFacts | None = None  # None: known only by building the env
 
-    def build(self, env_id: str, action_repeat: int, episode_length: int | None) -> Env:
+    def build(
+        self, env_id: str, action_repeat: int, episode_length: int | None, obs: str = "vector"
+    ) -> Env:
         builder = self.builder or _BACKENDS[self.backend].build
-        return builder(env_id, action_repeat, episode_length)
+        if obs == "vector":  # builders without modes keep their three arguments
+            return builder(env_id, action_repeat, episode_length)
+        return builder(env_id, action_repeat, episode_length, obs=obs)
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -174,7 +189,9 @@ def check_args(
     return entry, limit
 
 
-def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+def make(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None, obs: str = "vector"
+) -> Env:
     """Build env ``env_id`` (docs/design.md §5.1).
 
     Args:
@@ -183,6 +200,9 @@ def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None)
       episode_length: the time limit in *backend* steps; None = the backend's default
         (gymnax: the env's ``max_steps_in_episode``; playground, brax: 1000; probes: 20).
         ``spec.episode_length`` is T = episode_length // action_repeat agent steps.
+      obs: the observation mode (``envs.core.OBS_MODES``): ``vector`` (every env), or
+        ``image`` where the backend offers it (``Backend.obs_modes``: MinAtar's grid and
+        Craftax-Classic's pixels as uint8 images; issue 47).
 
     Returns:
       The :class:`envs.core.Env`. Builds are cached on the arguments: the same arguments
@@ -197,15 +217,16 @@ def make(env_id: str, action_repeat: int = 1, episode_length: int | None = None)
       (all three are :class:`envs.errors.EnvError`, a ValueError; see :func:`check_args`)
     """
     entry, _ = check_args(env_id, action_repeat, episode_length)
-    return _make_cached(env_id, entry, action_repeat, episode_length)
+    check_obs_mode(env_id, obs, _BACKENDS[entry.backend].obs_modes)
+    return _make_cached(env_id, entry, action_repeat, episode_length, obs)
 
 
 @functools.cache
 def _make_cached(
-    env_id: str, entry: EnvEntry, action_repeat: int, episode_length: int | None
+    env_id: str, entry: EnvEntry, action_repeat: int, episode_length: int | None, obs: str
 ) -> Env:
     try:
-        return entry.build(env_id, action_repeat, episode_length)
+        return entry.build(env_id, action_repeat, episode_length, obs)
     except EnvError:  # typed: already names the env
         raise
     except ValueError as err:  # name the env in errors raised by the backend

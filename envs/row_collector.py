@@ -3,6 +3,7 @@
 Each tick emits, for every env, the row of the observation it is acting on:
 
     obs          observation acted on at this tick                      [n, O]
+                 (an image env's: [n, H, W, C] uint8, issue 47)
     reward       reward received on entering ``obs`` (0 when is_first)   [n]
     is_first     ``obs`` is a reset observation                          [n]
     is_last      ``obs`` is the final observation of its episode          [n]
@@ -298,10 +299,11 @@ class RowCollector:
 
         env_state = jax.tree.map(keep_if_held, state.env_state, stepped)
         done = stepped.done & ~held
-        obs_after = jnp.where(done[:, None], stepped.final_obs, stepped.obs)
+        per_env = (-1,) + (1,) * (stepped.obs.ndim - 1)  # [n] masks over [n, O] or images
+        obs_after = jnp.where(done.reshape(per_env), stepped.final_obs, stepped.obs)
         return state.replace(
             env_state=env_state,
-            obs=jnp.where(held[:, None], state.env_state.obs, obs_after),
+            obs=jnp.where(held.reshape(per_env), state.env_state.obs, obs_after),
             reward=jnp.where(held, 0.0, stepped.reward),
             is_first=held,
             is_last=done,

@@ -94,17 +94,19 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
             )
     repeat = spec.action_repeat
     limit = spec.episode_length
+    image = spec.image_shape is not None  # raw obs already the uint8 image (issue 47)
+    as_obs = (lambda o: jnp.asarray(o, jnp.uint8)) if image else flatten_obs
 
     def reset(key: jax.Array) -> EnvState:
         key_reset, key_carry = jax.random.split(key)
         inner, obs = raw_reset(key_reset)
-        return initial_state(strong_types(inner), flatten_obs(obs), key_carry)
+        return initial_state(strong_types(inner), as_obs(obs), key_carry, image)
 
     def one(inner: Any, env_action: jax.Array, key: jax.Array) -> tuple:
         new_inner, obs, reward, terminated = raw_step(inner, env_action, key)
         return (
             like_types(new_inner, inner),
-            flatten_obs(obs),
+            as_obs(obs),
             jnp.asarray(reward, jnp.float32).reshape(()),
             jnp.asarray(terminated).reshape(()).astype(bool),
         )

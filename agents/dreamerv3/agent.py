@@ -83,7 +83,12 @@ class DreamerV3:
     @property
     def nets(self) -> Networks:
         spec = self.env.spec
-        return Networks(self.cfg, spec.obs_size, spec.action_size, spec.discrete)
+        return Networks(self.cfg, spec.obs_size, spec.action_size, spec.discrete, spec.image_shape)
+
+    def model_obs(self, obs: jax.Array) -> Any:
+        """The networks' observation from the env's: ``[..., O]`` as is; an image env's
+        ``[..., H, W, C]`` uint8 as ``{"image": ...}`` (its ``obs_size`` is 0: no vector)."""
+        return obs if self.env.spec.image_shape is None else {"image": obs}
 
     @property
     def schedule(self) -> Schedule:
@@ -109,6 +114,7 @@ class DreamerV3:
             deter=c.deter_size,
             stoch=c.stoch,
             classes=c.classes_size,
+            image_shape=spec.image_shape,
         )
 
     def ticks_for(self, env_steps: int) -> int:
@@ -156,6 +162,7 @@ class DreamerV3:
 
         def policy(carry: Carry, obs: jax.Array, is_first: jax.Array, key: jax.Array):
             noise = draw_policy_noise(nets, key, is_first.shape[0])  # obs may be a dict
+            obs = self.model_obs(obs)
             _, outs, carry = policy_step(nets, params, carry, obs, is_first, noise)
             return carry.prevact, carry, outs
 
@@ -167,6 +174,7 @@ class DreamerV3:
         c, nets, rep = self.cfg, self.nets, self.replay
         k_batch, k_noise = jax.random.split(key)
         replay, batch, where = rep.sample(replay, k_batch, c.batch_size)
+        batch = batch.replace(obs=self.model_obs(batch.obs))
         noise = draw_train_noise(nets, k_noise, c.batch_size, c.batch_length)
         train, outs, metrics = train_step(nets, train, batch, noise)
         replay = rep.write_back(replay, where, outs["replay_deter"], outs["replay_stoch"])

@@ -74,6 +74,8 @@ class StreamReplay:
       n_envs, capacity: ring shape (``capacity`` = rows per env, ``C``).
       length: trained steps per window ``T`` (the config's ``batch_length``).
       obs_size, action_size, deter, stoch, classes: row widths.
+      image_shape: (H, W, C) of an image env's observation, stored uint8 in place of the
+        ``obs_size`` floats (which is then 0; issue 47); None for vector envs.
     """
 
     n_envs: int
@@ -84,6 +86,7 @@ class StreamReplay:
     deter: int
     stoch: int
     classes: int
+    image_shape: tuple[int, int, int] | None = None
 
     @classmethod
     def rows_for(cls, n_envs: int, replay_capacity: int, run_rows: int, batch: int, T: int) -> int:
@@ -105,6 +108,8 @@ class StreamReplay:
         n, C = self.n_envs, self.capacity
         per_row = 4 * (self.obs_size + self.action_size + 1 + self.deter) + 3
         per_row += self.stoch * jnp.dtype(self.stoch_dtype).itemsize
+        if self.image_shape is not None:
+            per_row += math.prod(self.image_shape)  # uint8
         return n * C * per_row + 8
 
     def init(self) -> ReplayState:
@@ -112,7 +117,11 @@ class StreamReplay:
         f32, b = jnp.float32, jnp.bool_
         zero = jnp.zeros((), jnp.int32)
         return ReplayState(
-            obs=jnp.zeros((n, C, self.obs_size), f32),
+            obs=(
+                jnp.zeros((n, C, self.obs_size), f32)
+                if self.image_shape is None
+                else jnp.zeros((n, C, *self.image_shape), jnp.uint8)
+            ),
             action=jnp.zeros((n, C, self.action_size), f32),
             reward=jnp.zeros((n, C), f32),
             is_first=jnp.zeros((n, C), b),

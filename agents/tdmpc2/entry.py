@@ -17,7 +17,8 @@ from agents.tdmpc2.paper import PAPER
 
 # The reference bootstraps every episode end as a time limit (T31) and has no discrete
 # policy: fixed-length, continuous-control tasks only (docs/design.md §7.4).
-REQUIREMENTS = EnvRequirements(continuous_actions=True, fixed_length=True)
+# vector observations: its pixel path is a later issue (47 item 4 refuses images)
+REQUIREMENTS = EnvRequirements(continuous_actions=True, fixed_length=True, vector_observations=True)
 
 ENTRY = AgentEntry(
     name="tdmpc2",
@@ -58,7 +59,9 @@ MULTITASK = AgentEntry(
     config_cls=MultiTaskConfig,
     model_sizes=ENTRY.model_sizes,
     factory="agents.tdmpc2.offline:make",
-    requirements=EnvRequirements(continuous_actions=True, fixed_length=True, task_set=True),
+    requirements=EnvRequirements(
+        continuous_actions=True, fixed_length=True, task_set=True, vector_observations=True
+    ),
     launcher_fields=ENTRY.launcher_fields,
     model_size_owner="tdmpc2",  # the tdmpc2_<size> presets
     tables=AgentTables(

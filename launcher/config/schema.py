@@ -51,14 +51,23 @@ class EnvSpecConfig:
       episode_length: the time limit in *backend* steps; None = the backend's own.
       factory: ``package.module:function`` returning the user's env (an
         ``envs.core.Env``); None = the registered env ``id``.
+      obs: the observation mode, ``envs.make``'s ``obs``: ``vector`` or, where the backend
+        offers it, ``image`` (MinAtar, Craftax-Classic; issue 47): ``env=craftax_classic
+        env.obs=image``. A user's own env declares its observation in its spec.
     """
 
     id: str
     action_repeat: int = bounded(1, low=1)
     episode_length: int | None = bounded(None, low=1)
     factory: str | None = added_later(None, since="issue 45")
+    obs: str = added_later("vector", since="issue 47")
 
     def __post_init__(self) -> None:
+        if self.factory is not None and self.obs != "vector":
+            raise ValueError(
+                f"obs={self.obs!r}: your own env (env.factory) declares its observation in "
+                "its spec; leave env.obs out"
+            )
         if self.factory is None and self.id == CUSTOM_ENV:
             raise ValueError(
                 "env=custom is your own env: set env.factory=package.module:function "

@@ -10,6 +10,7 @@ nowhere else in the launcher.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,11 +22,13 @@ from launcher.loop.callbacks import Callbacks
 MakeEnv = Callable[[str, int, "int | None"], Any]
 
 
-def default_make_env(env_id: str, action_repeat: int, episode_length: int | None) -> Any:
+def default_make_env(
+    env_id: str, action_repeat: int, episode_length: int | None, obs: str = "vector"
+) -> Any:
     """``envs.make`` (imported on first use)."""
     import envs
 
-    return envs.make(env_id, action_repeat=action_repeat, episode_length=episode_length)
+    return envs.make(env_id, action_repeat=action_repeat, episode_length=episode_length, obs=obs)
 
 
 def custom_make_env(factory: str) -> MakeEnv:
@@ -49,9 +52,11 @@ def env_facts(env: EnvSpecConfig) -> Any:
             from envs import custom
 
             return custom.facts(env.factory, env.action_repeat, env.episode_length, env.id)
-        return envs.facts(env.id, env.action_repeat, env.episode_length)
+        return envs.facts(env.id, env.action_repeat, env.episode_length, env.obs)
     except envs.EnvError as err:
         raise ConfigError(f"env.{err.field}: {err}") from None
+    except ValueError as err:  # an observation mode the env does not offer
+        raise ConfigError(f"env.obs: {err}") from None
 
 
 def compatible_envs(entry: AgentEntry) -> list[str]:
@@ -108,6 +113,8 @@ def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
     if make is None:
         precheck(spec)
         make = default_make_env if spec.env.factory is None else custom_make_env(spec.env.factory)
+        if spec.env.obs != "vector":  # envs.make's mode; injected builders keep 3 arguments
+            make = functools.partial(default_make_env, obs=spec.env.obs)
     try:
         env = make(spec.env.id, spec.env.action_repeat, spec.env.episode_length)
     except ValueError as err:  # an injected builder's own refusal
