@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from envs.core import EnvSpec
-from envs.registry import _BACKENDS, check_args, check_obs_mode, make
+from envs.registry import backends, check_args, check_obs_mode, make
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +87,7 @@ def facts(
         is not divisible by the repeat.
     """
     entry, limit = check_args(env_id, action_repeat, episode_length)
-    check_obs_mode(env_id, obs, _BACKENDS[entry.backend].obs_modes)
+    check_obs_mode(env_id, obs, backends()[entry.backend].obs_modes)
     row = entry.facts
     if row is None or limit is None:
         return EnvFacts.from_spec(make(env_id, action_repeat, episode_length, obs).spec)
