@@ -123,7 +123,8 @@ def run_episodes(env: Env, n: int, mode: str, policy: Any, carry: Any, key: jax.
     """Returns ``[n]``: the first episode's return of each of ``n`` fresh envs of ``env``
     run in parallel for ``T + 1`` ticks by ``policy`` (a row-collector policy, initial carry
     ``carry``) under the row collector's ``mode`` (an env that has not ended an episode by
-    then counts 0). In static mode every env ends exactly one episode in ``T + 1`` ticks."""
+    then counts 0). In static mode every env ends exactly one episode in ``T + 1`` ticks;
+    the loop stops early once every env has ended its first episode."""
     return _first_episodes(env, n, mode, policy, carry, key, False)[0]
 
 
@@ -138,22 +139,35 @@ def _first_episodes(
     k_init, k_run = jax.random.split(key)
     cstate = col.init(k_init, policy_carry=carry)
 
-    def body(c, i):
-        cstate, returns, seen, *got = c
+    def body(c):
+        i, cstate, returns, seen, *got = c
         cstate, _, stats = col.tick(cstate, i, jax.random.fold_in(k_run, i), policy)
         first = stats.done & ~seen
-        out = (cstate, jnp.where(first, stats.returns, returns), seen | stats.done)
+        out = (i + 1, cstate, jnp.where(first, stats.returns, returns), seen | stats.done)
         if achievements:  # the step just taken belongs to the first episode until it ended
             unlocked, ended = got
             fresh = cstate.env_state.unlocked & ~ended[:, None]
             out += (unlocked | fresh, ended | cstate.is_last)
-        return out, None
+        return out
 
-    init = (cstate, jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool))
+    def running(c):
+        # Ticks after every env's first episode ended change no output (tick i draws
+        # fold_in(k_run, i), not a carried key), so stopping then returns what the full
+        # T + 1 ticks would: a long-episode env (Craftax: T = 10,000) stops at its longest
+        # first episode. Under the seed vmap the loop runs until every seed has stopped.
+        return (c[0] <= env.spec.episode_length) & ~jnp.all(c[3])
+
+    init = (jnp.zeros((), jnp.int32), cstate, jnp.zeros((n,), jnp.float32), jnp.zeros((n,), bool))
     if achievements:
         init += (jnp.zeros((n, len(env.spec.achievements)), bool), jnp.zeros((n,), bool))
-    out, _ = jax.lax.scan(body, init, jnp.arange(env.spec.episode_length + 1))
-    return out[1], (out[3] if achievements else None)
+    if mode == "static":
+        # Every first episode ends on tick T + 1, so there is nothing to stop early; and
+        # the scan keeps the tick unbatched under the seed vmap (a batched while predicate
+        # would batch it and turn the collector's reset branch into a select).
+        out, _ = jax.lax.scan(lambda c, _: (body(c), None), init, None, env.spec.episode_length + 1)
+    else:
+        out = jax.lax.while_loop(running, body, init)
+    return out[2], (out[4] if achievements else None)
 
 
 def episode_metrics(returns: jax.Array) -> Metrics:

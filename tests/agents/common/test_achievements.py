@@ -143,3 +143,47 @@ def test_a_launch_logs_the_rates_and_the_score(tmp_path, capsys):
             assert key in r and 0.0 <= r[key] <= 100.0
         assert r[f"{RATE_PREFIX}stone"] + r[f"{RATE_PREFIX}wood"] == 100.0  # one kind each
     assert not any(k in r for r in rows if r["kind"] == "train" for k in keys)
+
+
+def _full_scan_first_episodes(env, n, key):
+    """Oracle for the early-stopping evaluation loop: tick the collector all T + 1 ticks
+    (the loop before it stopped early) and keep each env's first ended episode's return
+    and achievements, computed here from the rows and the env states."""
+    from envs.row_collector import RowCollector
+
+    col = RowCollector(env, n, "dynamic")
+    k_init, k_run = jax.random.split(key)
+    state = col.init(k_init)
+    returns, seen = np.zeros(n, np.float32), np.zeros(n, bool)
+    unlocked = np.zeros((n, len(env.spec.achievements)), bool)
+    tick = jax.jit(lambda s, i: col.tick(s, i, jax.random.fold_in(k_run, i), None))
+    for i in range(env.spec.episode_length + 1):
+        state, _, stats = tick(state, i)
+        done = np.asarray(stats.done)
+        returns = np.where(done & ~seen, np.asarray(stats.returns), returns)
+        if env.spec.achievements:  # steps up to the first is_last belong to the first episode
+            unlocked |= np.asarray(state.env_state.unlocked) & ~seen[:, None]
+        seen |= done
+    return returns, unlocked
+
+
+def test_the_evaluation_stops_with_the_same_result_as_the_full_run():
+    """The dynamic-mode evaluation stops once every env's first episode ended (a T = 10,000
+    Craftax evaluation ran all 10,001 ticks before). Its returns and success rates equal a
+    full T + 1 tick run's (exact: the same ticks, keys and float ops), for each of two seeds
+    under the seed vmap (each seed's loop stops at the other's end, with its outputs kept)."""
+    T, n = 40, 16
+    env = make_env(1, T)
+    keys = jax.random.split(jax.random.key(7), 2)
+    got = jax.jit(jax.vmap(lambda k: eval_episodes(env, n, "dynamic", None, None, k)))(keys)
+    for s in range(2):
+        want_returns, want_unlocked = _full_scan_first_episodes(env, n, keys[s])
+        np.testing.assert_array_equal(np.asarray(got["Eval/episode returns"])[s], want_returns)
+        rates = np.asarray([got[f"{RATE_PREFIX}{name}"][s] for name in NAMES])
+        np.testing.assert_array_equal(rates, np.float32(100.0) * want_unlocked.mean(0, np.float32))
+    cartpole = envs.make("cartpole")  # variable lengths, no achievements; random actions
+    key = jax.random.key(1)
+    got = jax.jit(lambda k: run_episodes(cartpole, 8, "dynamic", None, None, k))(key)
+    want, _ = _full_scan_first_episodes(cartpole, 8, key)
+    assert len(set(want.tolist())) > 1  # the episodes end at different ticks
+    np.testing.assert_array_equal(np.asarray(got), want)
