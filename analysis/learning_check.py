@@ -67,6 +67,10 @@ RANDOM_BARS: dict[str, dict[str, float]] = {
 DREAMERV3_CHECKS["breakout_minatar"] = dict(
     window=(25_000, 30_000), threshold=0.65, every_seed=False, strict=True
 )
+# Issue 47's image check, fixed before its run: Breakout-MinAtar seen as a 10x10x4 uint8 image
+# (env.obs=image) under the vector check's protocol, window and bar. The bar stays: the
+# random policy never reads its observation, so its returns are the vector record's.
+DREAMERV3_CHECKS["breakout_minatar_image"] = dict(DREAMERV3_CHECKS["breakout_minatar"])
 DREAMERV3_CHECKS["craftax_classic"] = dict(
     window=(35_000, 50_000),
     threshold=1.9125,

@@ -183,3 +183,8 @@ def test_the_frozen_bars_are_the_recorded_random_episodes_spread():
             assert round(got["score"], 4) == bars["score"]
             assert checks.DREAMERV3_CHECKS[name]["score_threshold"] == bars["score"]
     assert set(checks.RANDOM_BARS) == {"breakout_minatar", "craftax_classic"}
+    # the image check is the vector one's (a random policy's returns ignore the observation)
+    assert (
+        checks.DREAMERV3_CHECKS["breakout_minatar_image"]
+        == checks.DREAMERV3_CHECKS["breakout_minatar"]
+    )
