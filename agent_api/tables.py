@@ -61,12 +61,15 @@ class AcceleratorCost:
       source: where the number comes from (a measurement, a reference's figure).
       measured_here: measured with this project's code; False for another
         implementation's figure.
+      derived: how the figure was derived from a measured one (e.g. scaled by a FLOP
+        ratio); empty: the figure as measured.
     """
 
     seconds_per_step: float
     device: str
     source: str
     measured_here: bool = False
+    derived: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +93,14 @@ class PaperReference:
         where a task's differs.
       method: for ``scores_json_gz``, the records' ``method``.
       action_repeat: the protocol's action repeat (env frames per agent step).
+      obs: the env observation mode the curves were recorded in (``vector``, ``image``):
+        a run is compared with the curves of its own ``env.obs``.
+      protocol: the protocol of the registered run that reproduces the curves
+        (``analysis.compare`` names a run's differences from it).
+      bin_frames: for ``scores_json_gz``, > 0: each seed's points averaged per bin of this
+        many env frames (a point at x in bin ``ceil(x / bin_frames)``, labelled by its end):
+        a source of one point per episode made small; 0: the points as they are.
+      decimals: > 0: the scores rounded to this many decimals in the table; 0: as they are.
     """
 
     table: str
@@ -103,6 +114,10 @@ class PaperReference:
     budgets: Mapping[str, int] = dataclasses.field(default_factory=dict)
     method: str | None = None
     action_repeat: int = 2
+    obs: str = "vector"
+    protocol: str = "paper"
+    bin_frames: int = 0
+    decimals: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +127,8 @@ class AgentTables:
 
     Attributes:
       paper: the agent's published curves (:class:`PaperReference`); None: none.
+      more_papers: further published curves, each of another observation mode
+        (``PaperReference.obs``; e.g. DreamerV3's DMC-vision curves beside its proprio ones).
       cpu_cost: ``(config, env facts, agent steps) -> CpuCost``: what one seed of a run
         costs on a CPU under this config (updates per step, batch, model size, envs,
         evaluation), the CPU budget's estimate; None: ``cpu_seconds_per_step`` is used.
@@ -123,15 +140,20 @@ class AgentTables:
       accelerator_seconds_per_step: model-size preset value -> :class:`AcceleratorCost`
         (a known figure only; a preset without one is left out and estimated as
         unknown), used by a dry run's accelerator-hours estimate.
+      accelerator_cost: ``(config, env facts) -> AcceleratorCost | None``: the figure of a
+        composed config where it differs from its preset's (e.g. an image env's larger
+        networks); None from it, or no function: ``accelerator_seconds_per_step``.
       cpu_sized: the overrides (beside ``agent=<name>``) of a run of this agent that fits
         a CPU and shows learning, e.g. ``("env=pendulum", "protocol=quick")``: what the
         CPU budget's refusal offers first; empty: none known.
     """
 
     paper: PaperReference | None = None
+    more_papers: tuple[PaperReference, ...] = ()
     cpu_cost: Callable[[Any, Any, int], CpuCost] | None = None
     cpu_seconds_per_step: Mapping[Any, float] = dataclasses.field(default_factory=dict)
     accelerator_seconds_per_step: Mapping[Any, AcceleratorCost] = dataclasses.field(
         default_factory=dict
     )
+    accelerator_cost: Callable[[Any, Any], AcceleratorCost | None] | None = None
     cpu_sized: tuple[str, ...] = ()

@@ -82,18 +82,23 @@ def find_runs(paths: Sequence[Path | str]) -> list[Path]:
     return runs
 
 
-def registered_spec(agent: str, env_id: str, budget: int, action_repeat: int = 2) -> Any:
+def registered_spec(
+    agent: str, env_id: str, budget: int, action_repeat: int = 2, protocol: str = "paper"
+) -> Any:
     """The RunSpec of the registered paper run of ``agent`` on ``env_id``: ``agent=A
-    env=E protocol=paper`` for ``budget`` env frames (ConfigError if it does not compose)."""
+    env=E protocol=P`` (the paper's ``PaperReference.protocol``) for ``budget`` env frames
+    (ConfigError if it does not compose)."""
     steps = budget // action_repeat
     return compose_spec(
-        [f"agent={agent}", f"env={env_id}", "protocol=paper", f"protocol.n_timesteps={steps}"]
+        [f"agent={agent}", f"env={env_id}", f"protocol={protocol}", f"protocol.n_timesteps={steps}"]
     )
 
 
-def registered_identity(agent: str, env_id: str, budget: int) -> dict[str, Any]:
+def registered_identity(
+    agent: str, env_id: str, budget: int, protocol: str = "paper"
+) -> dict[str, Any]:
     """The identity of :func:`registered_spec`."""
-    return identity(registered_spec(agent, env_id, budget))
+    return identity(registered_spec(agent, env_id, budget, protocol=protocol))
 
 
 def deviations(stored: dict[str, Any], registered: dict[str, Any]) -> list[str]:
@@ -119,7 +124,9 @@ def judge_run(run_dir: Path) -> tuple[Any, Any]:
     ident = run.get("identity", {})
     agent = ident.get("agent", {}).get("name", "unknown")
     env_id = ident.get("env", {}).get("id", "unknown")
-    ref = paper_curves.curve(run.get("config", {}).get("agent", {"name": agent}), env_id)
+    obs = ident.get("env", {}).get("obs", "vector")  # an image run: the paper's image curves
+    section = run.get("config", {}).get("agent", {"name": agent})
+    ref = paper_curves.curve(section, env_id, obs)
     metric = ref.metric if ref is not None else "eval"
     ours = load_curves(run_dir, x="env_frames")[metric]
     if action_repeat(run_dir) is None and ours:
@@ -130,7 +137,9 @@ def judge_run(run_dir: Path) -> tuple[Any, Any]:
     reasons: list[str] = []
     if ref is not None:
         try:
-            reasons = deviations(ident, registered_identity(agent, env_id, budget))
+            protocol = paper_curves.protocol_of(section, obs)
+            registered = registered_identity(agent, env_id, budget, protocol)
+            reasons = deviations(ident, registered)
         except ConfigError as err:
             reasons = [f"no registered paper composition ({err})"]
     seeds = ident.get("protocol", {}).get("seeds", [])  # the registered ones when on protocol

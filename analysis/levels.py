@@ -102,5 +102,7 @@ def run_levels(run_dir: Path | str) -> dict[str, PanelLevels]:
         note = "env unknown (no run.json): no levels"
         return {k: PanelLevels(notes=(note,), no_reference="no reference") for k in KINDS}
     returns = episode_returns(env_id, facts["episode_length"])
-    paper = paper_curves.curve(facts["agent_section"], env_id) if facts["agent_section"] else None
+    obs = (facts["identity"].get("env") or {}).get("obs", "vector")
+    section = facts["agent_section"]
+    paper = paper_curves.curve(section, env_id, obs) if section else None
     return {k: panel_levels(k, env_id, agent, returns, paper) for k in KINDS}

@@ -10,6 +10,9 @@ checked (check: exit 1 when the committed table differs; 2 for bad input) with::
     python -m analysis paper-curves build --agent NAME --src reference_results
     python -m analysis paper-curves check --agent NAME --src reference_results
 
+``--obs image`` picks an agent's curves of another observation mode (DreamerV3's DMC vision,
+``--src`` the reference's ``scores/`` folder: its source is not shipped).
+
 Readers of the source formats (:data:`READERS`): ``scores_json_gz`` (a gzip'd JSON list
 of ``{task, method, seed, xs, ys}``) and ``csv_per_task`` (``<task>.csv`` with columns
 ``step,reward,seed``). Read a table with :func:`load` / :func:`curve`.
@@ -67,6 +70,8 @@ def read_scores_json_gz(ref: PaperReference, src: Path) -> tuple[dict[str, Seeds
         raise SourceError(f"{path}: not a list of {{task, method, seed, xs, ys}} records")
     out: dict[str, Seeds] = {}
     for r in records:
+        if r.get("method") == ref.method and r.get("task") in ref.no_counterpart:
+            continue
         if r.get("method") != ref.method or r.get("task") not in ref.tasks:
             raise SourceError(f"{path}: unexpected record {r.get('method')}/{r.get('task')}")
         seeds, seed = out.setdefault(r["task"], {}), str(r.get("seed"))
@@ -74,10 +79,26 @@ def read_scores_json_gz(ref: PaperReference, src: Path) -> tuple[dict[str, Seeds
             raise SourceError(f"{path}: two records for {r['task']} seed {seed}")
         try:
             xs = [_int(x, f"{path} {r['task']}") for x in r["xs"]]
-            seeds[seed] = {"x": xs, "y": [float(y) for y in r["ys"]]}
+            seeds[seed] = _binned(ref, xs, [float(y) for y in r["ys"]])
         except (KeyError, TypeError, ValueError) as e:
             raise SourceError(f"{path}: bad xs/ys for {r['task']} seed {seed} ({e!r})") from e
     return out, {ref.files: _sha256(path)}
+
+
+def _binned(ref: PaperReference, xs: list[int], ys: list[float]) -> dict[str, list]:
+    """One seed's curve as the table keeps it: with ``ref.bin_frames`` the mean of the
+    points in each bin ``(b (k - 1), b k]`` at x = ``b k`` (empty bins left out); with
+    ``ref.decimals`` the scores rounded."""
+    if len(xs) != len(ys):
+        raise ValueError(f"{len(xs)} xs, {len(ys)} ys")
+    if ref.bin_frames > 0:
+        bins: dict[int, list[float]] = {}
+        for x, y in zip(xs, ys, strict=True):
+            bins.setdefault(-(-x // ref.bin_frames) * ref.bin_frames, []).append(y)
+        xs, ys = sorted(bins), [float(np.mean(bins[k])) for k in sorted(bins)]
+    if ref.decimals > 0:
+        ys = [round(y, ref.decimals) for y in ys]
+    return {"x": xs, "y": ys}
 
 
 def read_csv_per_task(ref: PaperReference, src: Path) -> tuple[dict[str, Seeds], dict]:
@@ -257,9 +278,13 @@ class PaperCurves:
         return self._curves.get(env_id)
 
 
-def paper_of(entry: AgentEntry) -> PaperReference | None:
-    """The entry's published curves (its optional ``tables.paper``); None without."""
-    return entry.tables.paper if entry.tables is not None else None
+def paper_of(entry: AgentEntry, obs: str = "vector") -> PaperReference | None:
+    """The entry's published curves of observation mode ``obs`` (its optional
+    ``tables.paper`` and ``tables.more_papers``, by ``PaperReference.obs``); None without."""
+    if entry.tables is None:
+        return None
+    papers = [entry.tables.paper, *entry.tables.more_papers]
+    return next((p for p in papers if p is not None and p.obs == obs), None)
 
 
 @functools.lru_cache(maxsize=16)
@@ -267,19 +292,31 @@ def _load(agent: str, path: Path) -> PaperCurves:
     return PaperCurves(agent, json.loads(path.read_text()))
 
 
-def load(entry: AgentEntry) -> PaperCurves | None:
-    """The committed table of ``entry``'s paper (cached); None when it declares none."""
-    paper = paper_of(entry)
+def load(entry: AgentEntry, obs: str = "vector") -> PaperCurves | None:
+    """The committed table of ``entry``'s paper of mode ``obs`` (cached); None when it
+    declares none."""
+    paper = paper_of(entry, obs)
     if paper is None:
         return None
     return _load(entry.name, table_path(paper).resolve())
 
 
-def curve(agent: Mapping[str, Any], env_id: str) -> PaperCurve | None:
-    """The paper curve on ``env_id`` of the agent of a composed ``agent`` section
-    (``name``, ``entry``); None without one (or when the entry does not load)."""
+def protocol_of(agent: Mapping[str, Any], obs: str = "vector") -> str:
+    """The registered protocol of the paper of mode ``obs`` of the agent of a composed
+    ``agent`` section (``PaperReference.protocol``); ``paper`` without one."""
     try:
-        table = load(load_entry(agent))
+        paper = paper_of(load_entry(agent), obs)
+    except ConfigError:
+        return "paper"
+    return paper.protocol if paper is not None else "paper"
+
+
+def curve(agent: Mapping[str, Any], env_id: str, obs: str = "vector") -> PaperCurve | None:
+    """The paper curve on ``env_id`` observed as ``obs`` (the run's ``env.obs``) of the
+    agent of a composed ``agent`` section (``name``, ``entry``); None without one (or when
+    the entry does not load)."""
+    try:
+        table = load(load_entry(agent), obs)
     except ConfigError:
         return None
     return table.curve(env_id) if table is not None else None
@@ -296,12 +333,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", required=True, help="an agent name (conf/agent/<name>.yaml)")
     parser.add_argument("--src", type=Path, required=True, help="the sources (reference_results)")
     parser.add_argument("--out", type=Path, default=None, help="default: the committed table")
+    parser.add_argument(
+        "--obs", default="vector", help="the curves of this observation mode (PaperReference.obs)"
+    )
     args = parser.parse_args(argv)
     try:
         entry = load_entry(compose([f"agent={args.agent}"])["agent"])
-        paper = paper_of(entry)
+        paper = paper_of(entry, args.obs)
         if paper is None:
-            raise ConfigError(f"agent={args.agent} declares no paper (AgentTables.paper)")
+            raise ConfigError(
+                f"agent={args.agent} declares no paper of obs={args.obs} (AgentTables.paper)"
+            )
         table = build(paper, args.src)
     except (ConfigError, SourceError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -314,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not out.is_file() or out.read_text() != text:
         fix = f"python -m analysis paper-curves build --agent {args.agent} --src {args.src}"
+        fix += f" --obs {args.obs}" if args.obs != "vector" else ""
         print(f"{out} differs from a rebuild from {args.src}; run: {fix}", file=sys.stderr)
         return 1
     print(f"{out} matches a rebuild from {args.src}")

@@ -15,15 +15,19 @@ from analysis import paper_curves
 
 
 def wandb_reference_rows(
-    agent: Mapping[str, Any], env_id: str, action_repeat: int, upto_frames: float | None = None
+    agent: Mapping[str, Any],
+    env_id: str,
+    action_repeat: int,
+    upto_frames: float | None = None,
+    obs: str = "vector",
 ) -> list[dict[str, float]]:
     """The paper curve on ``env_id`` of the agent of a composed ``agent`` section as W&B
     rows (``Paper/<metric> episodic mean reward (mean)``, ``(min)``, ``(max)`` over its
     seeds), on the run's ``timestep`` axis (env frames / the run's action repeat); []
     without a curve. ``upto_frames`` (the run's span, n_timesteps x action repeat): the
     points up to it and at most one past it, so a short run's dashboard is not stretched
-    to the paper's budget."""
-    ref = paper_curves.curve(agent, env_id)
+    to the paper's budget. ``obs``: the run's observation mode (the paper's curves of it)."""
+    ref = paper_curves.curve(agent, env_id, obs)
     if ref is None:
         return []
     x, mean, lo, hi = ref.mean_band(upto_frames)
@@ -49,4 +53,5 @@ def paper_rows(spec: Any) -> list[dict[str, float]]:
         return []
     repeat = spec.env.action_repeat
     upto = spec.protocol.n_timesteps * repeat
-    return wandb_reference_rows(agent, spec.env.id, repeat, upto_frames=upto)
+    obs = getattr(spec.env, "obs", "vector")
+    return wandb_reference_rows(agent, spec.env.id, repeat, upto_frames=upto, obs=obs)

@@ -16,6 +16,7 @@ row: :func:`facts` then builds it with :func:`envs.make` (cached) and reads its 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from envs.core import EnvSpec
 from envs.registry import backends, check_args, check_obs_mode, make
@@ -34,6 +35,8 @@ class EnvFacts:
       backend_episode_length: the time limit in backend steps (T * action_repeat).
       obs_mode: the observation mode (``vector``, ``image``; :data:`envs.core.OBS_MODES`);
         an ``image`` env's ``obs_size`` is 0 (its image is ``EnvSpec.image_shape``).
+      image_shape: ``EnvSpec.image_shape``, (H, W, C) of an ``image`` env, else None (what
+        a cost model sizes an image agent by, e.g. agents/dreamerv3/cost.py).
     """
 
     env_id: str
@@ -46,6 +49,7 @@ class EnvFacts:
     action_repeat: int
     backend_episode_length: int
     obs_mode: str = "vector"
+    image_shape: tuple[int, int, int] | None = None
 
     @classmethod
     def from_spec(cls, spec: EnvSpec) -> EnvFacts:
@@ -61,6 +65,7 @@ class EnvFacts:
             action_repeat=spec.action_repeat,
             backend_episode_length=spec.episode_length * spec.action_repeat,
             obs_mode=spec.obs_mode,
+            image_shape=spec.image_shape,
         )
 
 
@@ -89,6 +94,8 @@ def facts(
     entry, limit = check_args(env_id, action_repeat, episode_length)
     check_obs_mode(env_id, obs, backends()[entry.backend].obs_modes)
     row = entry.facts
+    if obs != "vector":  # the tables hold no image shape: built once per process
+        return _built_facts(env_id, action_repeat, episode_length, obs)
     if row is None or limit is None:
         return EnvFacts.from_spec(make(env_id, action_repeat, episode_length, obs).spec)
     return EnvFacts(
@@ -103,3 +110,10 @@ def facts(
         backend_episode_length=limit,
         obs_mode=obs,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _built_facts(env_id: str, action_repeat: int, episode_length: int | None, obs: str) -> EnvFacts:
+    """The facts of a built env in a mode other than ``vector`` (its image shape is in no
+    table); cached: building imports the simulator."""
+    return EnvFacts.from_spec(make(env_id, action_repeat, episode_length, obs).spec)

@@ -38,6 +38,9 @@ from agent_api.rules import (
 )
 
 COMPUTE_DTYPES = ("float32", "bfloat16", "auto")
+# The largest side the image CNN may end at (cnn_stages): the later reference's bound
+# (danijar/dreamerv3 e3f0224 dreamerv3/rssm.py:311-312 asserts 3 <= minres <= 16).
+MAX_MINRES = 16
 # LaProp normalises each gradient: the bound of learning_rate.
 _STEP = "a LaProp step moves each weight by about the rate: above 1 it outweighs the weights"
 
@@ -267,6 +270,33 @@ class DreamerV3Config:
         """The CNN depth: ``cnn_depth`` or the preset's ``width / 16`` (``configs.yaml:148-176``:
         12m 16, 25m 24, 50m 32, 100m 48, 200m 64, 400m 96; 1m 4: D42)."""
         return self.cnn_depth or max(1, self.width // 16)
+
+    def cnn_stages(self, height: int, width: int) -> tuple[tuple[int, ...], int]:
+        """The CNN an ``height x width`` image gets: ``(mults, minres)``, the channel
+        multipliers of the stages used and the side the encoder ends at (D43).
+
+        The first stage keeps the resolution (``outer``); each further one halves it. The
+        stride-2 stages used are the most, up to ``len(cnn_mults) - 1``, that halve the side
+        exactly and keep it at least ``cnn_minres``; ``mults = cnn_mults[:stages]``. An
+        image the reference builds for (side ``cnn_minres 2^(len(cnn_mults) - 1)``, 64 at
+        the defaults) gets all of ``cnn_mults`` and ends at ``cnn_minres`` as there
+        (29eb964 ``nets.py:267-270``); MinAtar's 10 x 10 gets ``(1, 2)`` and 5 x 5.
+        ValueError for a non-square image, or one that would end above ``MAX_MINRES``."""
+        halvings = 0
+        while (
+            halvings < len(self.cnn_mults) - 1
+            and height % 2 ** (halvings + 1) == 0
+            and height // 2 ** (halvings + 1) >= self.cnn_minres
+        ):
+            halvings += 1
+        minres = height // 2**halvings
+        if height != width or not self.cnn_minres <= minres <= MAX_MINRES:
+            raise ValueError(
+                f"image {height}x{width}: the CNN (cnn_mults {list(self.cnn_mults)}, "
+                f"cnn_minres {self.cnn_minres}) takes square images it can halve to a side "
+                f"in [cnn_minres, {MAX_MINRES}] (e.g. 64 x 64, or 10 x 10 -> 5)"
+            )
+        return tuple(self.cnn_mults[: halvings + 1]), minres
 
     @property
     def gamma(self) -> float:

@@ -9,10 +9,10 @@ when a run builds it.
 
 from __future__ import annotations
 
-from agent_api import AcceleratorCost, AgentEntry, AgentTables, EnvRequirements
+from agent_api import AgentEntry, AgentTables, EnvRequirements
 from agents.dreamerv3.config import MODEL_SIZES, DreamerV3Config
-from agents.dreamerv3.cost import cpu_cost
-from agents.dreamerv3.paper import PAPER
+from agents.dreamerv3.cost import ACCELERATOR, accelerator_cost, cpu_cost
+from agents.dreamerv3.paper import PAPER, PAPER_VISION
 
 ENTRY = AgentEntry(
     name="dreamerv3",
@@ -23,24 +23,17 @@ ENTRY = AgentEntry(
     requirements=EnvRequirements(),
     tables=AgentTables(
         paper=PAPER,
+        more_papers=(PAPER_VISION,),  # DMC vision: env.obs=image runs (protocol=dmc_vision)
         # What a run costs on a CPU under the composed config (the train ratio's updates
         # per row, batch x length, model size, envs, evaluation): agents/dreamerv3/cost.py.
         cpu_cost=cpu_cost,
         # Learns within the quick protocol on a CPU (docs/PERFORMANCE.md "DreamerV3 agent:
         # quick run"); Pendulum needs ~14k rows before its return climbs.
         cpu_sized=("env=cartpole", "protocol=quick"),
-        # Measured with this project on one H200 (benchmarks/accelerator_check.py, the
-        # whole 12m chunk on walker_walk, 16 envs, one seed; docs/PERFORMANCE.md
-        # "Accelerator check"). The 1m preset was not timed: a dry run says unknown. Measured
-        # in float32: runs now compute in bfloat16 there (compute_dtype auto, D30), so until
-        # the next check times it this figure is an upper bound.
-        accelerator_seconds_per_step={
-            "12m": AcceleratorCost(
-                seconds_per_step=0.0122,
-                device="one NVIDIA H200 (JAX 0.11.2), 16 envs, float32",
-                source="results/accelerator_gpu_20261204 (dv3_chunk)",
-                measured_here=True,
-            )
-        },
+        # Measured with this project on one H200 (the 12m chunk on walker_walk;
+        # agents/dreamerv3/cost.py ACCELERATOR); an image env's figure scales it by the train
+        # step's FLOPs (cost.accelerator_cost: derived, not measured).
+        accelerator_seconds_per_step=ACCELERATOR,
+        accelerator_cost=accelerator_cost,
     ),
 )

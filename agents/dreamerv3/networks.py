@@ -64,14 +64,8 @@ class Networks:
         if self.image_shape is None:
             return
         c = self.cfg
-        side = c.cnn_minres * 2 ** (len(c.cnn_mults) - 1)
-        h, w, _ = self.image_shape
-        if (h, w) != (side, side):
-            raise ValueError(
-                f"image {h}x{w}: the CNN (cnn_mults {list(c.cnn_mults)}, cnn_minres "
-                f"{c.cnn_minres}) takes {side}x{side} images (minres x 2^(len(mults) - 1))"
-            )
-        top = c.cnn_minres**2 * c.cnn_depth_size * c.cnn_mults[-1]
+        mults, minres = self.cnn_stages  # ValueError for an image the CNN cannot take
+        top = minres**2 * c.cnn_depth_size * mults[-1]
         if c.deter_size % c.cnn_blocks or top % c.cnn_blocks:
             raise ValueError(
                 f"cnn_blocks={c.cnn_blocks} must divide deter={c.deter_size} and the decoder's "
@@ -84,8 +78,16 @@ class Networks:
         c = self.cfg
         if self.image_shape is None:
             return c.units_size
-        cnn = c.cnn_minres**2 * c.cnn_depth_size * c.cnn_mults[-1]
+        mults, minres = self.cnn_stages
+        cnn = minres**2 * c.cnn_depth_size * mults[-1]
         return cnn + (c.units_size if self.obs_size else 0)
+
+    @property
+    def cnn_stages(self) -> tuple[tuple[int, ...], int]:
+        """``(mults, minres)`` of the CNN for ``image_shape`` (the image's size picks the
+        stages: :meth:`DreamerV3Config.cnn_stages`, D43); image models only."""
+        assert self.image_shape is not None
+        return self.cfg.cnn_stages(*self.image_shape[:2])
 
     def dummy_obs(self, n: int = 1) -> jax.Array | dict[str, jax.Array]:
         """A zero observation batch of ``n``: ``[n, O]`` or the image dict (uint8 image)."""
@@ -126,9 +128,9 @@ class Networks:
             c.enc_layers,
             c.units_size,
             c.cnn_depth_size,
-            tuple(c.cnn_mults),
+            self.cnn_stages[0],
             c.cnn_kernel,
-            c.cnn_minres,
+            self.cnn_stages[1],
             has_vector=self.obs_size > 0,
             dtype=self.dtype,
         )
@@ -144,9 +146,9 @@ class Networks:
             self.obs_size,
             c.deter_size,
             c.cnn_depth_size,
-            tuple(c.cnn_mults),
+            self.cnn_stages[0],
             c.cnn_kernel,
-            c.cnn_minres,
+            self.cnn_stages[1],
             c.cnn_blocks,
             self.image_shape[-1],
             dtype=self.dtype,

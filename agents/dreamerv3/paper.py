@@ -1,7 +1,7 @@
 """DreamerV3's published DMC-proprio curves (danijar/dreamerv3 2411f7d
 ``scores/dmc_proprio-dreamerv3.json.gz``): the task map and the table derived from them
 (``paper_curves.json`` here; rebuilt by ``python -m analysis paper-curves build --agent
-dreamerv3 --src reference_results``).
+dreamerv3 --src reference_results``); and its DMC-vision curves (:data:`PAPER_VISION`).
 
 The file holds, per task and seed (0-4), the mean score of the training episodes (the
 stochastic policy) that ended in each 10K-frame bin, 10K..490K env frames (action repeat
@@ -33,4 +33,27 @@ PAPER = PaperReference(
     metric="train",
     budget_env_frames=500_000,
     method="dreamerv3",
+)
+
+# The DMC-vision curves (``scores/dmc_vision-dreamerv3.json.gz`` at the same commit, 921 KB,
+# not shipped: build with --src pointing at the reference's scores/ folder). The file holds
+# one point per training episode (x its env frame, action repeat 2) for 20 tasks x 10 seeds
+# (finger_turn_hard 9, reacher_hard 8) up to 1M env frames; the table averages each seed's
+# episodes per 20K-frame bin and rounds the scores to 0.01: a 129 KB table. Runs:
+# ``protocol=dmc_vision`` (``env.obs=image``).
+VISION_NO_COUNTERPART = ("dmc_quadruped_run", "dmc_quadruped_walk")
+PAPER_VISION = PaperReference(
+    table="agents.dreamerv3:paper_curves_dmc_vision.json",
+    source="danijar/dreamerv3 2411f7d scores/dmc_vision-dreamerv3.json.gz",
+    reader="scores_json_gz",
+    files="dmc_vision-dreamerv3.json.gz",
+    tasks=TASKS,
+    no_counterpart=VISION_NO_COUNTERPART,
+    metric="train",
+    budget_env_frames=1_000_000,
+    method="dreamerv3",
+    obs="image",
+    protocol="dmc_vision",
+    bin_frames=20_000,
+    decimals=2,
 )

@@ -5,10 +5,12 @@
 prints :func:`plan` and exits 0: Hydra never runs and nothing is created.
 
 A job's estimate is agent steps x seeds x the agent's seconds per agent step of one seed
-on an accelerator (:attr:`agent_api.AgentTables.accelerator_seconds_per_step`), quoted
-with the figure's device and source. The seeds of a job are vmapped on one device, so
-counting them one after another is an upper bound. A preset without a figure is
-``unknown``; no figure is made up: the CPU estimate (:func:`launcher.config.cpu_budget.estimate`,
+on an accelerator (:attr:`agent_api.AgentTables.accelerator_seconds_per_step`, or the
+agent's ``accelerator_cost`` of the composed config and env facts), quoted with the figure's
+device and source (and how it was derived, for a figure not measured as such). The seeds
+of a job are vmapped on one device, so counting them one after another is an upper bound.
+A preset without a figure is ``unknown``; no figure is made up (a derived one names the
+measured figure it scales): the CPU estimate (:func:`launcher.config.cpu_budget.estimate`,
 the agent's CPU model of the config) is shown instead, labelled CPU.
 """
 
@@ -20,6 +22,7 @@ from collections.abc import Sequence
 from agent_api import AcceleratorCost, AgentTables
 from launcher.config import cpu_budget, guards
 from launcher.config.schema import RunSpec
+from launcher.loop.build import env_facts
 
 NOTE = (
     "note: accelerator h/job = agent steps x seeds x seconds per agent step of one seed, "
@@ -88,6 +91,10 @@ def estimate(spec: RunSpec, index: int = 0, cores: int | None = None) -> JobEsti
     steps = spec.protocol.n_timesteps
     task_set = spec.entry.requirements.task_set
     cpu = cpu_budget.estimate(spec, cores)
+    tables = spec.entry.tables or AgentTables()
+    cost = tables.accelerator_seconds_per_step.get(size)
+    if tables.accelerator_cost is not None and not task_set:
+        cost = tables.accelerator_cost(spec.agent, env_facts(spec.env)) or cost
     return JobEstimate(
         index=index,
         env=spec.env.id,
@@ -96,7 +103,7 @@ def estimate(spec: RunSpec, index: int = 0, cores: int | None = None) -> JobEsti
         seeds=len(spec.protocol.seeds),
         agent_steps=steps,
         env_frames=None if task_set else steps * spec.env.action_repeat,
-        cost=(spec.entry.tables or AgentTables()).accelerator_seconds_per_step.get(size),
+        cost=cost,
         cpu_seconds=cpu.wall_s,
         cpu_per_step=cpu.per_step_s,
         cpu_exact=cpu.exact,
@@ -127,6 +134,8 @@ def _figure(job: JobEstimate, cores: int) -> str:
             if cost.measured_here
             else "the reference's figure, not measured with this project"
         )
+        if cost.derived:
+            whose = f"not measured: {cost.derived}"
         return (
             f"agent={job.agent} model_size={job.model_size}: {cost.seconds_per_step:g} s per "
             f"agent step of one seed on {cost.device}; source: {cost.source}; {whose}"

@@ -37,7 +37,10 @@ BATTERY = [
         "dreamerv3_50m\n",
     ),
     (["model_size=dreamerv3_12m"], "belongs to agent=dreamerv3, not agent=tdmpc2; choose"),
-    (["protocol=fast"], "protocol=fast: unknown option; choose one of: crafter, learning_check"),
+    (
+        ["protocol=fast"],
+        "protocol=fast: unknown option; choose one of: crafter, dmc_vision, learning_check",
+    ),
     (["logger=wandb"], "logger=wandb: unknown option; choose one of: disabled, offline, online"),
     (["agent.mlpdim=3"], "agent.mlpdim: unknown key; did you mean mlp_dim?"),
     (["+agent.foo=1"], "agent.foo: unknown key; valid keys: enc_dim"),

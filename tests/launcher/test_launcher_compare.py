@@ -187,7 +187,7 @@ def test_a_short_run_logs_the_paper_only_up_to_its_end(tmp_path, monkeypatch):
     assert [r["env_frames"] for r in rows] == [0, 100_000]
     x = np.array([0, 50, 100, 150, 1_000_000])
     curve = paper_curves.PaperCurve("fake", "probe", "task", "eval", 1_000_000, {0: (x, x / 1e3)})
-    monkeypatch.setattr(paper_curves, "curve", lambda agent, env_id: curve)
+    monkeypatch.setattr(paper_curves, "curve", lambda agent, env_id, obs="vector": curve)
     logged = []
 
     def spy(*args, **kwargs):

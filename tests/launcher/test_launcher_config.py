@@ -74,7 +74,7 @@ def test_conf_tree_matches_the_registries():
         mine = {o for o, a in owners.items() if a == owner}
         family = {e.name for e in found.values() if (e.model_size_owner or e.name) == owner}
         assert mine == set(entry.model_sizes) | family, entry.name
-    protocols = {"quick", "smoke", "learning_check", "paper", "offline", "crafter"}
+    protocols = {"quick", "smoke", "learning_check", "paper", "offline", "crafter", "dmc_vision"}
     assert set(group_options("protocol")) == protocols
     assert set(group_options("logger")) == {"offline", "online", "disabled", "tensorboard"}
     for entry in found.values():  # every settable field is in the composed section
@@ -101,7 +101,8 @@ def test_protocol_files_hold_only_protocol_settings():
         text = (importlib.resources.files("conf") / "protocol" / f"{name}.yaml").read_text()
         data = yaml.safe_load(text)
         assert set(data) <= {"protocol", "env"}, name  # env: smoke's short episodes
-        assert set(data.get("env", {})) <= {"episode_length"}, name
+        # ... and dmc_vision's observation mode (env.obs: image)
+        assert set(data.get("env", {})) <= {"episode_length", "obs"}, name
         assert "defaults" not in data, name
 
 

@@ -3,8 +3,9 @@ MinAtar (the grid as a 10 x 10 x C uint8 image) and Craftax-Classic (its 63 x 63
 64 x 64 canvas), and the DreamerV3 agent on them in process: its replay stores the images as
 uint8, its networks take ``{"image": ...}``.
 
-The agent runs the tiny config with a CNN sized to MinAtar's 10 x 10 grid
-(``cnn_mults (1, 2)``, ``cnn_minres 5``: one stride-2 convolution, 10 = 5 x 2^1).
+The agent runs the tiny config at the default CNN settings: the image's size picks the
+stages (D43), on MinAtar's 10 x 10 grid ``mults (1, 2)`` ending at 5 x 5 (one stride-2
+convolution, 10 = 5 x 2^1).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def test_unoffered_modes_are_refused():
 @pytest.fixture(scope="module")
 def image_run():
     env = envs.make("breakout_minatar", obs="image", episode_length=10)
-    cfg = agent_config(cnn_mults=(1, 2), cnn_minres=5)
+    cfg = agent_config()  # no CNN flags: the 10 x 10 image sizes the CNN itself (D43)
     agent = DreamerV3(cfg, env, total_env_steps=cfg.n_envs * K)
     state = jax.jit(agent.init)(jax.random.key(0))
     state, metrics = jax.jit(agent.train)(state, jnp.arange(K))
@@ -64,6 +65,7 @@ def image_run():
 def test_dreamerv3_trains_on_images(image_run):
     agent, state, metrics = image_run
     assert agent.nets.image_shape == (10, 10, 4) and agent.nets.obs_size == 0
+    assert agent.nets.cnn_stages == ((1, 2), 5)
     assert int(state.n_updates) > 0
     assert np.isfinite(np.asarray(metrics["Train/loss"])).all()
     obs = np.asarray(state.replay.obs)
