@@ -42,6 +42,7 @@ class Plan:
     dv3_label: str
     dv3_seeds: tuple[int, ...]
     dv3_chunk_ticks: int
+    dv3_image: tuple[int, int, int]  # the dv3_image_step section's observation (H, W, C)
     td_size: int
     td_fields: dict  # TDMPC2Config overrides (tiny: the smoke config)
     td_label: str
@@ -69,6 +70,7 @@ def make_plan(tiny: bool, reps: int | None, chunk_reps: int | None) -> Plan:
             dv3_label="tiny (dreamerv3_smoke)",
             dv3_seeds=(1, 2),
             dv3_chunk_ticks=2,
+            dv3_image=(32, 32, 3),  # four CNN stages ending at 4 x 4 (D43), 16 channels
             td_size=1,
             td_fields=smoke_agent("tdmpc2"),
             td_label="tiny (tdmpc2_smoke)",
@@ -86,6 +88,7 @@ def make_plan(tiny: bool, reps: int | None, chunk_reps: int | None) -> Plan:
         dv3_label="12m",
         dv3_seeds=(1, 4, 16),
         dv3_chunk_ticks=8,
+        dv3_image=(64, 64, 3),  # DMC vision's and Crafter's renders
         td_size=5,
         td_fields={},
         td_label="size 5",

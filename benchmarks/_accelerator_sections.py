@@ -84,10 +84,13 @@ def clean(d: dict) -> dict:
 
 
 # ------------------------------------------------------------------------------ sections
-def dv3_train_step(cfg: Any, reps: int) -> tuple[Networks, Any, dict, dict]:
+def dv3_train_step(
+    cfg: Any, reps: int, image: tuple[int, int, int] | None = None
+) -> tuple[Networks, Any, dict, dict]:
     """(nets, a train state, AOT analyses, timings) of DreamerV3's donated, chained
-    ``train_step`` at ``cfg`` (dreamerv3_speed's construction)."""
-    nets = Networks(cfg, OBS, ACT, False)
+    ``train_step`` at ``cfg`` (dreamerv3_speed's construction); ``image``: on uint8 images
+    of that shape instead of walker's vector."""
+    nets = Networks(cfg, 0 if image else OBS, ACT, False, image_shape=image)
     B, T = cfg.batch_size, cfg.batch_length
     rng = np.random.default_rng(0)
     state = init_state(nets, jax.random.key(0))
@@ -109,6 +112,59 @@ def dv3_train_step(cfg: Any, reps: int) -> tuple[Networks, Any, dict, dict]:
         flush=True,
     )
     return nets, params, t, tr
+
+
+def section_dv3_image_step(p: Plan, found: dict) -> dict:
+    """DreamerV3 ``train_step`` and ``policy_step`` on ``p.dv3_image`` uint8 images (no
+    vector; the CNN encoder and decoder, issue 47) at the config's compute dtype: what the
+    image runs' accelerator figure (agents/dreamerv3/cost.py ``accelerator_cost``, a FLOP
+    scaling of the vector chunk) is checked against; dot and convolution FLOPs."""
+    cfg, image = p.dv3_cfg, p.dv3_image
+    B, T, N = cfg.batch_size, cfg.batch_length, cfg.n_envs
+    nets, params, t, tr = dv3_train_step(cfg, p.reps, image)
+    rng = np.random.default_rng(1)
+    carry, first = dv3.init_carry(nets, N), jnp.zeros((N,), bool)
+    p_in = [
+        (
+            dreamerv3_speed.observations(nets, rng, (N,)),
+            first,
+            dv3.draw_policy_noise(nets, jax.random.key(20 + i), N),
+        )
+        for i in range(4)
+    ]
+    pol = jax.jit(dv3.policy_step, static_argnums=0)
+    pc = dreamerv3_speed.aot(pol, nets, params, carry, *p_in[0])
+    compiled = pc["compiled"]
+    pol_call = dreamerv3_speed.stepper(
+        lambda cr, *x: compiled(params, cr, *x), {"carry": carry}, "carry", p_in, chain=-1
+    )
+    po = timed(pol_call, 1, p.reps)
+    print(f"  policy step {po['wall_median_s']:.5f} s, compile {pc['compile_s']:.1f} s", flush=True)
+    shape, dt = "x".join(map(str, image)), nets.dtype.name
+    label = f"{p.dv3_label}, {shape} image, B{B} x T{T + 1}"
+    gflops = t["dot_flops"] / tr["wall_median_s"] / 1e9
+    rows = [
+        row(f"DreamerV3 {label}: train step ({dt})", tr["wall_median_s"], "s"),
+        row(f"DreamerV3 {label}: train step FLOP rate ({dt})", gflops, "GFLOP/s"),
+        row(f"DreamerV3 {label}: train step compile", t["compile_s"], "s"),
+        row(f"DreamerV3 {p.dv3_label}, {shape}: policy step ({N} envs)", po["wall_median_s"], "s"),
+        row(f"DreamerV3 {p.dv3_label}, {shape}: policy step compile", pc["compile_s"], "s"),
+    ]
+    if "dv3_train_wall_s" in found:  # dv3_step's vector step: what the FLOP scaling assumes
+        ratio = tr["wall_median_s"] / found["dv3_train_wall_s"]
+        rows.append(row(f"DreamerV3 {label}: image / vector train step time", ratio, "ratio"))
+    return {
+        "config": {"size": p.dv3_label, "image": list(image), "batch": B, "rows": T + 1},
+        "train": {**clean(t), **tr},
+        "policy": {**clean(pc), **po},
+        "timings": {
+            "train_step_s": tr["wall_median_s"],
+            "train_compile_s": t["compile_s"],
+            "policy_step_s": po["wall_median_s"],
+            "policy_compile_s": pc["compile_s"],
+        },
+        "rows": rows,
+    }
 
 
 def section_dv3_step(p: Plan, found: dict) -> dict:

@@ -6,14 +6,18 @@ benchmark as
 
     taskset -c <core> REF_PYTHON benchmarks/_dreamerv3_ref_worker.py \
         --ref REF_CHECKOUT --size 1m|12m [--batch 16 --length 65 --envs 16 --obs 24 --act 6]
+        [--image H W C]
 
 with ``XLA_FLAGS`` (one thread) in its environment. It builds the real reference agent
 (danijar/dreamerv3 at 29eb964, unmodified, imported from ``--ref`` at run time; nothing of it
 is copied here): ``embodied.Config(Agent.configs['defaults'])``, the size preset
 (``configs['size12m']``; "1m" = deter 512, hidden 64, classes 4, units 64 for enc, dec,
 rewhead, conhead, actor, critic), then ``jax.platform cpu``, ``jax.compute_dtype float32``,
-``jax.prealloc False``, ``jax.transfer_guard False`` and the batch shape. The constructor
-(which lowers and compiles ``train`` and ``report``) is timed as a whole, and each
+``jax.prealloc False``, ``jax.transfer_guard False`` and the batch shape. ``--image H W C``:
+the observation is one uint8 ``image`` key in place of ``vector``, with ``enc.spaces`` /
+``dec.spaces: 'image'`` as the ``dmc_vision`` block sets them (configs.yaml:244-245) and,
+at "1m", CNN depth 4 for ``enc.simple`` and ``dec.simple`` (ours, D42; 12m: size12m's 16).
+The constructor (which lowers and compiles ``train`` and ``report``) is timed as a whole, and each
 ``Lowered.compile`` inside it is timed through a run-time wrapper.
 
 Protocol: the real stdout carries one JSON object per line (everything the reference prints
@@ -55,8 +59,12 @@ def make_config(embodied, dreamerv3, args):
         config = config.update(dreamerv3.Agent.configs["size12m"])
     elif args.size == "1m":
         config = config.update(ONE_M)
+        if args.image:
+            config = config.update({"enc.simple.depth": 4, "dec.simple.depth": 4})
     else:
         raise SystemExit(f"unknown size {args.size}")
+    if args.image:
+        config = config.update({"enc.spaces": "image", "dec.spaces": "image"})
     return config.update(
         {
             "seed": args.seed,
@@ -88,6 +96,7 @@ def main() -> None:
     p.add_argument("--envs", type=int, default=16)
     p.add_argument("--obs", type=int, default=24)
     p.add_argument("--act", type=int, default=6)
+    p.add_argument("--image", type=int, nargs=3, default=None, help="H W C of a uint8 image")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--xla-cache", default=None, help="persistent cache (compile then cached)")
     args = p.parse_args()
@@ -129,8 +138,9 @@ def main() -> None:
 
     config = make_config(embodied, dreamerv3, args)
     sp = embodied.Space
+    obs_key = "image" if args.image else "vector"
     obs_space = {
-        "vector": sp(np.float32, (args.obs,)),
+        obs_key: sp(np.uint8, tuple(args.image)) if args.image else sp(np.float32, (args.obs,)),
         "reward": sp(np.float32),
         "is_first": sp(bool),
         "is_last": sp(bool),
@@ -147,11 +157,16 @@ def main() -> None:
     classes = config.dyn.rssm.classes
     rng = np.random.default_rng(args.seed + 1)
 
+    def observation(*lead):
+        if args.image:
+            return rng.integers(0, 256, (*lead, *args.image)).astype(np.uint8)
+        return rng.normal(size=(*lead, args.obs)).astype(np.float32)
+
     def make_batch():
         is_first = np.zeros((B, T), bool)
         is_first[:, 0] = True
         return {
-            "vector": rng.normal(size=(B, T, args.obs)).astype(np.float32),
+            obs_key: observation(B, T),
             "reward": rng.normal(size=(B, T)).astype(np.float32),
             "is_first": is_first,
             "is_last": np.zeros((B, T), bool),
@@ -165,7 +180,7 @@ def main() -> None:
     batches = [jax.device_put(make_batch()) for _ in range(2)]
     observations = [
         {
-            "vector": rng.normal(size=(N, args.obs)).astype(np.float32),
+            obs_key: observation(N),
             "reward": rng.normal(size=(N,)).astype(np.float32),
             "is_first": np.zeros((N,), bool),
             "is_last": np.zeros((N,), bool),
@@ -241,11 +256,12 @@ class RefWorker:
     """Client side (``dreamerv3_speed.py``, our venv): this file run as the worker subprocess
     under ``taskset -c args.core`` in ``args.ref_python``; JSON lines over stdin / stdout."""
 
-    def __init__(self, size: str, args, xla_flags: str, obs: int, act: int):
+    def __init__(self, size: str, args, xla_flags: str, obs: int, act: int, image=None):
         cmd = ["taskset", "-c", str(args.core), args.ref_python]
         cmd += [os.path.abspath(__file__), "--ref", args.ref, "--size", size]
         cmd += ["--batch", str(args.batch), "--length", str(args.length)]
         cmd += ["--envs", str(args.envs), "--obs", str(obs), "--act", str(act)]
+        cmd += ["--image", *map(str, image)] if image else []
         env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
         env.update(XLA_FLAGS=xla_flags, PYTHONPATH="")
         if getattr(args, "ref_malloc", "same") == "default":  # undo launcher/loop/malloc.py

@@ -2,7 +2,8 @@
 backend this process finds (``jax.default_backend()``), in one command of < 8 min on one GPU.
 
     .venv/bin/python benchmarks/accelerator_check.py [--sections dv3_step tdmpc2_step
-        dv3_chunk tdmpc2_chunk tdmpc2_phases dv3_seeds] [--reps 10] [--chunk-reps 3]
+        dv3_chunk tdmpc2_chunk tdmpc2_phases dv3_seeds dv3_image_step] [--reps 10]
+        [--chunk-reps 3]
         [--budget-s 420] [--td-size 5] [--td-chunk-ticks 50] [--out-dir DIR] [--tiny]
 
 Sections (each in its own try/except: an error is recorded in the JSON and the next section
@@ -31,6 +32,9 @@ start are recorded as skipped):
 - ``dv3_seeds``: DreamerV3 12m ``train_step`` vmapped over 1, 4 and 16 seeds (cost per seed).
   Each program is compiled on abstract shapes first; where ``memory_analysis()`` says it does
   not fit the device's free memory it is skipped with that reason.
+- ``dv3_image_step``: DreamerV3 12m ``train_step`` and ``policy_step`` on 64 x 64 x 3 uint8
+  images (the CNN encoder and decoder; issue 47), and its time over ``dv3_step``'s: the
+  measured side of the image runs' FLOP-scaled dry-run figure (agents/dreamerv3/cost.py).
 
 Every compile time is ``trace + lower + compile``, wall, with the persistent compile cache
 off. Timings are wall medians of ``--reps`` calls after one untimed call (process CPU time is
@@ -85,6 +89,7 @@ import jax  # noqa: E402
 from _accelerator_plan import ROOT, Plan, make_plan  # noqa: E402
 from _accelerator_sections import (  # noqa: E402
     section_dv3_chunk,
+    section_dv3_image_step,
     section_dv3_seeds,
     section_dv3_step,
     section_tdmpc2_chunk,
@@ -95,7 +100,15 @@ from _machine import machine_info  # noqa: E402
 
 from launcher.loop.program import FAST_COMPILE, xla_flags  # noqa: E402
 
-SECTIONS = ("dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "tdmpc2_phases", "dv3_seeds")
+SECTIONS = (
+    "dv3_step",
+    "tdmpc2_step",
+    "dv3_chunk",
+    "tdmpc2_chunk",
+    "tdmpc2_phases",
+    "dv3_seeds",
+    "dv3_image_step",
+)
 
 
 RUNNERS: dict[str, Callable[[Plan, dict], dict]] = {
@@ -105,6 +118,7 @@ RUNNERS: dict[str, Callable[[Plan, dict], dict]] = {
     "tdmpc2_chunk": section_tdmpc2_chunk,
     "tdmpc2_phases": section_tdmpc2_phases,
     "dv3_seeds": section_dv3_seeds,
+    "dv3_image_step": section_dv3_image_step,
 }
 
 

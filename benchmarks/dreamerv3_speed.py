@@ -2,14 +2,17 @@
 
     .venv/bin/python benchmarks/dreamerv3_speed.py [--sizes 1m 12m] [--reps 3] [--k 2]
         [--policy-k 10] [--seeds 4] [--core N] [--skip-reference] [--profile] [--out r.json]
-        [--compute-dtype float32|bfloat16|auto]
+        [--compute-dtype float32|bfloat16|auto] [--image 64 64 3]
 
 Walker dims (obs 24, 6 continuous actions): one train step on B 16 x T 65 rows (64 trained + 1
 replay context; the reference's ``batch_length: 65``) and one policy step for 16 envs, at the
 "1m" and "12m" presets (the reference: ``configs['size12m']``; "1m" = deter 512, hidden 64,
-classes 4, units 64). Both sides on one thread (``XLA_FLAGS``, below) and one core: this
-process pins itself with ``sched_setaffinity`` (= ``taskset -c``) before XLA starts; the
-reference worker (``_dreamerv3_ref_worker.py``, reference venv) runs under ``taskset -c``.
+classes 4, units 64). ``--image H W C``: the observation is a uint8 image instead (no vector:
+the reference's ``dmc_vision`` ``enc/dec.spaces: 'image'``), the CNN encoder and decoder at
+the preset's depth (12m 16; 1m 4 on both sides, D42). Both sides on one thread
+(``XLA_FLAGS``, below) and one core: this process pins itself with ``sched_setaffinity``
+(= ``taskset -c``) before XLA starts; the reference worker (``_dreamerv3_ref_worker.py``,
+reference venv) runs under ``taskset -c``.
 
 Ours: ``jax.jit(train_step, static_argnums=0, donate_argnums=1)`` (state chained), ``jax.jit(
 policy_step, static_argnums=0)`` (carry chained) and ``jax.vmap`` of ``train_step`` over
@@ -23,8 +26,9 @@ rounds of [ours train k, ref train k, ours vmapped k, ours policy k', ref policy
 untimed call each; medians over all rounds of wall and process CPU time per call.
 
 FLOPs: XLA's ``cost_analysis()`` counts a ``while`` (scan) body once, so the 64-step posterior
-and 15-step imagination scans are under-counted; the table uses the dot FLOPs of the jaxpr with
-each scan body times its length (forward + backward, no elementwise work). % of peak = FLOPs /
+and 15-step imagination scans are under-counted; the table uses the dot (and convolution)
+FLOPs of the jaxpr with each scan body times its length (forward + backward, no elementwise
+work). % of peak = FLOPs /
 median CPU time / one-thread ``jnp.dot`` 2048^2 f32 rate, for both sides (same model). Memory
 per seed: params + optimizer state + slow critic bytes; working set = ``memory_analysis()``
 temp bytes. ``--profile``: per-HLO-op time of our train step (``_hlo_profile.py``, as tdmpc2_speed).
@@ -71,8 +75,9 @@ OBS, ACT = 24, 6  # walker
 
 
 def dot_flops(jaxpr) -> tuple[float, int]:
-    """(dot FLOPs of a jaxpr, scan bodies times their length, cond = its largest branch;
-    number of ``while`` loops, each counted once)."""
+    """(dot and convolution FLOPs of a jaxpr, scan bodies times their length, cond = its
+    largest branch; number of ``while`` loops, each counted once). A convolution: 2 x output
+    elements x kernel window x input channels (per group)."""
     total, whiles = 0.0, 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
@@ -81,6 +86,10 @@ def dot_flops(jaxpr) -> tuple[float, int]:
             shape = eqn.invars[0].aval.shape
             out = math.prod(eqn.outvars[0].aval.shape)
             total += 2.0 * out * math.prod(shape[i] for i in lc)
+            continue
+        if name == "conv_general_dilated":  # kernel HWIO: window x Cin/groups x Cout
+            out = math.prod(eqn.outvars[0].aval.shape)
+            total += 2.0 * out * math.prod(eqn.invars[1].aval.shape[:-1])
             continue
         subs = []
         for v in eqn.params.values():
@@ -131,7 +140,7 @@ def make_batch(nets: Networks, rng, B: int, T: int) -> Batch:
     is_first[:, 0] = True
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
     return Batch(
-        obs=f32(rng.normal(size=(B, rows, OBS))),
+        obs=observations(nets, rng, (B, rows)),
         action=f32(rng.uniform(-1, 1, (B, rows, ACT))),
         reward=f32(rng.normal(size=(B, rows))),
         is_first=jnp.asarray(is_first),
@@ -140,6 +149,14 @@ def make_batch(nets: Networks, rng, B: int, T: int) -> Batch:
         deter=f32(rng.uniform(-1, 1, (B, rows, c.deter_size))),
         stoch=jnp.asarray(rng.integers(0, c.classes_size, (B, rows, c.stoch)), jnp.int32),
     )
+
+
+def observations(nets: Networks, rng, lead: tuple[int, ...]):
+    """Random observations ``[*lead, OBS]`` float32, or ``{"image": [*lead, H, W, C]}`` uint8
+    for an image model."""
+    if nets.image_shape is None:
+        return jnp.asarray(rng.normal(size=(*lead, OBS)), jnp.float32)
+    return {"image": jnp.asarray(rng.integers(0, 256, (*lead, *nets.image_shape)), jnp.uint8)}
 
 
 def stepper(compiled, holder: dict, key: str, inputs: list, chain: int = 0):
@@ -157,7 +174,8 @@ def stepper(compiled, holder: dict, key: str, inputs: list, chain: int = 0):
 
 def build_ours(size: str, args) -> dict:
     cfg = DreamerV3Config(model_size=size, compute_dtype=args.compute_dtype)
-    nets = Networks(cfg, OBS, ACT, False)
+    image = tuple(args.image) if args.image else None
+    nets = Networks(cfg, 0 if image else OBS, ACT, False, image_shape=image)
     B, T, S, N = args.batch, args.length - 1, args.seeds, args.envs
     rng = np.random.default_rng(0)
     state = dv3.init_train_state(nets, jax.random.key(0))
@@ -176,12 +194,15 @@ def build_ours(size: str, args) -> dict:
     calls = {"train": stepper(t["compiled"], one, "state", data)}
     print(f"[{size}] ours train compile {t['compile_s']:.1f} s", flush=True)
 
-    carry, obs = dv3.init_carry(nets, N), jnp.asarray(rng.normal(size=(4, N, OBS)), jnp.float32)
-    first = jnp.zeros((N,), bool)
+    carry, first = dv3.init_carry(nets, N), jnp.zeros((N,), bool)
     pol = jax.jit(dv3.policy_step, static_argnums=0)
     p_in = [
-        (o, first, dv3.draw_policy_noise(nets, jax.random.key(20 + i), N))
-        for i, o in enumerate(obs)
+        (
+            observations(nets, rng, (N,)),
+            first,
+            dv3.draw_policy_noise(nets, jax.random.key(20 + i), N),
+        )
+        for i in range(4)
     ]
     pc = aot(pol, nets, params, carry, *p_in[0])
     pol_call = pc["compiled"]
@@ -229,7 +250,7 @@ def bench_size(size: str, args) -> dict:
     ref = None
     if not args.skip_reference:
         t = time.perf_counter()
-        ref = RefWorker(size, args, XLA_FLAGS, OBS, ACT)
+        ref = RefWorker(size, args, XLA_FLAGS, OBS, ACT, image=args.image)
         r["ref"] = {**ref.ready, "startup_s": time.perf_counter() - t}
         print(f"[{size}] reference constructor {ref.ready['constructor_s']:.1f} s", flush=True)
     plan = [
@@ -268,7 +289,9 @@ def fmt(x, nd=3) -> str:
     return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
-def report_tables(results: dict, peak: dict, seeds: int) -> tuple[str, dict]:
+def report_tables(
+    results: dict, peak: dict, seeds: int, image: list[int] | None = None
+) -> tuple[str, dict]:
     """The markdown tables (speed; memory) and the goals: name -> (ratios..., met)."""
     rows = [
         "| size | op | ours wall (s) | ref wall (s) | ratio ref/ours wall | ours CPU (s) "
@@ -279,6 +302,8 @@ def report_tables(results: dict, peak: dict, seeds: int) -> tuple[str, dict]:
     goals: dict = {}
     labels = {"train": "train step (B16 x T65)", "policy": "policy step (16 envs)"}
     labels["vmap"] = f"train step, {seeds} seeds vmapped"
+    if image:
+        labels = {k: f"{v}, {'x'.join(map(str, image))} image" for k, v in labels.items()}
     for size, r in results.items():
         s, ref = r["samples"], r.get("ref") or {}
         comp_ref = {"train": ref.get("compile_train_s"), "policy": ref.get("first_policy_s")}
@@ -351,6 +376,14 @@ def main() -> None:
         help="our agent.compute_dtype (the reference worker runs float32)",
     )
     p.add_argument("--profile", action="store_true", help="per-HLO-op profile of our train")
+    p.add_argument(
+        "--image",
+        nargs=3,
+        type=int,
+        default=None,
+        metavar=("H", "W", "C"),
+        help="time the image model on uint8 H x W x C images (e.g. 64 64 3), both sides",
+    )
     _refs.add_arguments(p, _refs.DREAMERV3)
     p.add_argument(
         "--ref-log",
@@ -390,7 +423,7 @@ def main() -> None:
     rep["sizes"] = results
     rep["uptime_end"] = uptime()
     rep["total_s"] = time.perf_counter() - t0
-    tables, goals = report_tables(results, peak, args.seeds)
+    tables, goals = report_tables(results, peak, args.seeds, args.image)
     rep["goals"] = goals
     print("\n" + tables + "\n")
     for name, g in goals.items():

@@ -64,12 +64,12 @@ class Networks:
         if self.image_shape is None:
             return
         c = self.cfg
-        mults, minres = self.cnn_stages  # ValueError for an image the CNN cannot take
-        top = minres**2 * c.cnn_depth_size * mults[-1]
+        mults, _ = self.cnn_stages  # ValueError for an image the CNN cannot take
+        top = c.cnn_depth_size * mults[-1]  # each block group fills top / g channels
         if c.deter_size % c.cnn_blocks or top % c.cnn_blocks:
             raise ValueError(
                 f"cnn_blocks={c.cnn_blocks} must divide deter={c.deter_size} and the decoder's "
-                f"first layer width {top}"
+                f"first layer's channels {top} (cnn depth x the last stage's mult)"
             )
 
     @property

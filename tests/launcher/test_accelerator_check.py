@@ -20,7 +20,15 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "benchmarks" / "accelerator_check.py"
-SECTIONS = {"dv3_step", "tdmpc2_step", "dv3_chunk", "tdmpc2_chunk", "tdmpc2_phases", "dv3_seeds"}
+SECTIONS = {
+    "dv3_step",
+    "tdmpc2_step",
+    "dv3_chunk",
+    "tdmpc2_chunk",
+    "tdmpc2_phases",
+    "dv3_seeds",
+    "dv3_image_step",
+}
 PHASES = ("physics", "collector", "replay", "update", "plan")
 
 

@@ -58,3 +58,13 @@ def test_networks_build_the_chosen_cnn():
     dec = jax.eval_shape(nets.decoder.init, jax.random.key(0), feat)
     img = jax.eval_shape(nets.decoder.apply, dec, feat)["image"]
     assert img.shape == (2, 10, 10, 4)
+
+
+def test_the_decoders_block_groups_must_divide_its_channels():
+    # 16 x 16 at depth 4: stages (1, 2, 3), 12 channels at 4 x 4: not 8 groups of whole
+    # channels (the reference's '(g h w c)' split); 32 x 32 ends at mult 4: 16 channels
+    cfg = agent_config()
+    assert cfg.cnn_depth_size == 4 and cfg.cnn_stages(16, 16) == ((1, 2, 3), 4)
+    with pytest.raises(ValueError, match="cnn_blocks=8 must divide .* channels 12"):
+        Networks(cfg, 0, 3, True, image_shape=(16, 16, 3))
+    assert Networks(cfg, 0, 3, True, image_shape=(32, 32, 3)).cnn_stages == ((1, 2, 3, 4), 4)
