@@ -17,25 +17,14 @@ from _timing import timed  # noqa: E402
 
 from agents.tdmpc2.buffer import Batch
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.cost import PIXEL_STACK, conv_flops
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.train_state import init_train_state
 from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import WorldModel
 
 OBS, ACT, EP_LEN = 24, 6, 1000  # walker dims; T = 1000 -> gamma 0.995
-PIXELS = (64, 64, 9)  # --pixels: the reference's 3-frame stack of 64 x 64 RGB renders
-
-
-def conv_flops(image_shape: tuple[int, int, int], channels: int) -> int:
-    """Multiply-add FLOPs (2 per MAC) of the pixel encoder's four valid convolutions
-    (7/2, 5/2, 3/2, 3/1; 64 -> 29 -> 13 -> 6 -> 4), one image."""
-    side, _, c_in = image_shape
-    total = 0
-    for k, stride in ((7, 2), (5, 2), (3, 2), (3, 1)):
-        side = (side - k) // stride + 1
-        total += 2 * side * side * k * k * c_in * channels
-        c_in = channels
-    return total
+PIXELS = PIXEL_STACK  # --pixels: the reference's 3-frame stack of 64 x 64 RGB renders
 
 
 def random_obs(key, shape: tuple[int, ...], image: bool) -> jax.Array:
