@@ -17,21 +17,31 @@ from _timing import timed  # noqa: E402
 
 from agents.tdmpc2.buffer import Batch
 from agents.tdmpc2.config import TDMPC2Config
+from agents.tdmpc2.cost import PIXEL_STACK, conv_flops
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.train_state import init_train_state
 from agents.tdmpc2.update import draw_update_noise, update
 from agents.tdmpc2.world_model import WorldModel
 
 OBS, ACT, EP_LEN = 24, 6, 1000  # walker dims; T = 1000 -> gamma 0.995
+PIXELS = PIXEL_STACK  # --pixels: the reference's 3-frame stack of 64 x 64 RGB renders
+
+
+def random_obs(key, shape: tuple[int, ...], image: bool) -> jax.Array:
+    """Random observations ``[*shape, O]`` float32, or ``[*shape, 64, 64, 9]`` uint8 frames."""
+    if image:
+        return jax.random.randint(key, (*shape, *PIXELS), 0, 256, jnp.int32).astype(jnp.uint8)
+    return jax.random.normal(key, (*shape, OBS), jnp.float32)
 
 
 # ------------------------------------------------------------------------------ FLOPs
-def analytic_flops(cfg: TDMPC2Config, obs: int, act: int) -> dict:
+def analytic_flops(cfg: TDMPC2Config, obs: int, act: int, image: bool = False) -> dict:
     """Matmul FLOPs (2 * in * out per row per layer; no elementwise work) of one update and
     one planning decision, for our implementation and for the reference (5f6fade).
 
     Backward = 2x forward (weight and input gradients) where parameters are trained; the
-    policy loss back-propagates through the (frozen) Q only to its input (1x). The
+    policy loss back-propagates through the (frozen) Q only to its input (1x). ``image``:
+    the encoder is the pixel convolutions (:func:`conv_flops`, ``cfg.num_channels``). The
     reference evaluates *all* ``num_q`` members where it then uses two (TD target, policy
     loss, planner value); we evaluate only the drawn pair (deviation T40): at size 1
     (num_q = 2) the counts agree, at size 5 (num_q = 5) the reference does more work.
@@ -44,7 +54,7 @@ def analytic_flops(cfg: TDMPC2Config, obs: int, act: int) -> dict:
     def mlp(dims):
         return 2 * sum(a * b for a, b in zip(dims[:-1], dims[1:], strict=True))
 
-    f_enc = mlp([obs] + [e] * enc_hidden + [L])
+    f_enc = conv_flops(PIXELS, cfg.num_channels) if image else mlp([obs] + [e] * enc_hidden + [L])
     f_dyn = mlp([L + act, m, m, L])
     f_q = mlp([L + act, m, m, K])  # reward head has the same shape
     f_pi = mlp([L, m, m, 2 * act])
@@ -87,14 +97,14 @@ def make_cfg(size: int, args, **overrides) -> TDMPC2Config:
     return TDMPC2Config(model_size=size, **planner_fields(args), **overrides).resolve(EP_LEN, ACT)
 
 
-def random_batches(key, cfg: TDMPC2Config, n: int) -> list[Batch]:
+def random_batches(key, cfg: TDMPC2Config, n: int, image: bool = False) -> list[Batch]:
     H, B = cfg.horizon, cfg.batch_size
     out = []
     for k in jax.random.split(key, n):
         ko, ka, kr = jax.random.split(k, 3)
         out.append(
             Batch(
-                obs=jax.random.normal(ko, (H + 1, B, OBS), jnp.float32),
+                obs=random_obs(ko, (H + 1, B), image),
                 action=jax.random.uniform(ka, (H, B, ACT), jnp.float32, -1.0, 1.0),
                 reward=jax.random.normal(kr, (H, B), jnp.float32),
             )
@@ -113,7 +123,7 @@ def rekey(keys: jax.Array, impl: str | None) -> jax.Array:
 def bench_update(wm: WorldModel, args, dropout_impl: str | None = None) -> tuple[dict, object]:
     cfg = wm.cfg
     n = 1 + args.repeats
-    batches = random_batches(jax.random.key(11), cfg, n)
+    batches = random_batches(jax.random.key(11), cfg, n, wm.image_shape is not None)
     noises = [draw_update_noise(k, cfg, ACT) for k in jax.random.split(jax.random.key(12), n)]
     noises = [nz.replace(dropout_keys=rekey(nz.dropout_keys, dropout_impl)) for nz in noises]
     holder = {"state": init_train_state(wm, jax.random.key(0)), "i": 0}
@@ -152,7 +162,7 @@ def bench_plan(
         return nz.replace(dropout_keys=jax.vmap(lambda d: rekey(d, dropout_impl))(nz.dropout_keys))
 
     noises = [draw(k) for k in jax.random.split(jax.random.key(21), n)]
-    obs = jax.random.normal(jax.random.key(22), (n, E, OBS), jnp.float32)
+    obs = random_obs(jax.random.key(22), (n, E), wm.image_shape is not None)
     if n_envs == 0:
         noises = [jax.tree.map(lambda x: x[0], nz) for nz in noises]
         obs = obs[:, 0]

@@ -17,6 +17,10 @@ cuda->cpu device rewrite of the constructor), then times
 * ``agent.act(obs, t0=False)`` (one ``act(t0=True)`` first, so ``_prev_mean`` exists);
 * a 2048 x 2048 float32 ``torch.mm`` (torch's sgemm rate at this thread count).
 
+``--rgb``: the pixel agent (``obs=rgb``, ``obs_shape`` ``(9, 64, 64)``: its ``PixelWrapper``'s
+3-frame stack), fed random uint8 stacks (as its buffer holds the wrapper's uint8 frames);
+size 5 only (its conv encoder emits 512 features, size 1's latent is 128).
+
 ``--multitask JSON`` (``benchmarks/tdmpc2_offline_speed.py --ref``): the multi-task agent
 instead (``make_mt_cfg`` with the JSON's ``tasks`` ``[[name, obs_dim, action_dim,
 episode_length], ...]`` and ``task_dim``), its ``update(buffer)`` only, the buffer also
@@ -40,6 +44,7 @@ import torch
 from _timing import timed  # noqa: E402  (benchmarks/ is sys.path[0] when run as a script)
 
 HERE = pathlib.Path(__file__).resolve().parent
+RGB = (9, 64, 64)  # --rgb: PixelWrapper's observation space (3 frames x RGB, 64 x 64)
 sys.path.insert(0, str(HERE.parent / "tests" / "agents" / "tdmpc2" / "parity"))
 import _ref_harness as H  # noqa: E402
 
@@ -48,14 +53,20 @@ class RandomBuffer:
     """``sample()`` -> fresh random (obs, action, reward, task) in the reference's layout;
     ``task`` is None, or random ids ``[B]`` in ``[0, num_tasks)`` for a multi-task agent."""
 
-    def __init__(self, cfg, obs_dim: int, action_dim: int, seed: int, num_tasks: int = 0):
+    def __init__(
+        self, cfg, obs_dim: int, action_dim: int, seed: int, num_tasks: int = 0, rgb=False
+    ):
         self.g = torch.Generator().manual_seed(seed)
         self.shape = (cfg.horizon, cfg.batch_size, obs_dim, action_dim)
         self.num_tasks = num_tasks
+        self.rgb = rgb
 
     def sample(self):
         h, b, o, a = self.shape
-        obs = torch.randn((h + 1, b, o), generator=self.g)
+        if self.rgb:  # uint8 3-frame stacks, channels first
+            obs = torch.randint(0, 256, (h + 1, b, *RGB), generator=self.g, dtype=torch.uint8)
+        else:
+            obs = torch.randn((h + 1, b, o), generator=self.g)
         action = torch.rand((h, b, a), generator=self.g) * 2 - 1
         reward = torch.randn((h, b, 1), generator=self.g)
         if not self.num_tasks:
@@ -112,6 +123,7 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=6)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--multitask", default="", help="JSON {tasks, task_dim}: time MT update()")
+    p.add_argument("--rgb", action="store_true", help="the pixel agent (obs=rgb), size 5")
     args = p.parse_args()
     if args.multitask:
         return time_multitask(args, json.loads(args.multitask))
@@ -132,18 +144,23 @@ def main() -> None:
         num_elites=args.elites,
         iterations=args.iterations,
     )
+    if args.rgb:  # what make_env sets for obs=rgb (envs/__init__.py:73-76)
+        cfg.obs = "rgb"
+        cfg.obs_shape = {"rgb": RGB}
     agent, n_params = seeded_agent(ref, cfg, args.seed)
-    buffer = RandomBuffer(cfg, args.obs, args.action, args.seed)
+    buffer = RandomBuffer(cfg, args.obs, args.action, args.seed, rgb=args.rgb)
 
     upd = timed(lambda: agent.update(buffer), args.warmup, args.repeats)
 
     g = torch.Generator().manual_seed(args.seed + 1)
-    agent.act(torch.randn(args.obs, generator=g), t0=True)
-    act = timed(
-        lambda: agent.act(torch.randn(args.obs, generator=g), t0=False),
-        args.warmup,
-        args.repeats,
-    )
+
+    def obs():
+        if args.rgb:
+            return torch.randint(0, 256, RGB, generator=g, dtype=torch.uint8)
+        return torch.randn(args.obs, generator=g)
+
+    agent.act(obs(), t0=True)
+    act = timed(lambda: agent.act(obs(), t0=False), args.warmup, args.repeats)
 
     a = torch.randn(2048, 2048, generator=g)
     mm = timed(lambda: torch.mm(a, a), 2, max(args.repeats, 5))
@@ -161,6 +178,7 @@ def main() -> None:
                 "params": int(n_params),
                 "dropout": float(cfg.dropout),
                 "num_q": int(cfg.num_q),
+                "obs": str(cfg.obs),
                 "discount": float(agent.discount),
                 "update": upd,
                 "act": act,

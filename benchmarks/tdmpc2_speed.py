@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tdmpc2_speed.py [--sizes 1 5] [--threads 1] [--repeats 5]
         [--vmap-envs 16] [--vmap-repeats 3] [--seeds 1 2 4 8] [--no-ref] [--no-seeds]
-        [--profile] [--variants] [--json out.json]
+        [--profile] [--variants] [--pixels] [--json out.json]
 
 Walker dims (obs 24, action 6, T = 1000 so gamma 0.995), batch 256, horizon 3, 512 samples,
 24 policy trajectories, 64 elites, 6 iterations, dropout 0.01 (all reference defaults;
@@ -38,6 +38,13 @@ changed" items (the textbook Mish that ``agents/common/blocks.py`` replaced; no
 dropout, which bounds what the dropout masks cost; ``lax.map`` over the planner's envs, the
 CPU path of ``TDMPC2.policy_fn``, against the ``vmap`` row of the table).
 
+``--pixels`` (issue 48): the pixel agents instead, ours (``agent.obs=rgb``, a 64 x 64 x 9 uint8
+frame stack) and the reference's (``obs=rgb``, ``--rgb`` of the timer), on random uint8
+stacks; size 5 only: the reference's conv encoder emits 16 x 32 = 512 features whatever the
+size, and only size 5 has a 512 latent (at size 1, latent 128, the reference builds a model that
+fails in its first dynamics call; ours refuses it). The analytic FLOPs count the convolutions
+in place of the MLP encoder; no seed scaling or variants.
+
 Shared, loaded machines vary 2x between runs: compare ratios and CPU times, quote the load.
 """
 
@@ -60,6 +67,7 @@ from _tdmpc2_ours import (  # noqa: E402
     ACT,
     EP_LEN,
     OBS,
+    PIXELS,
     analytic_flops,
     bench_plan,
     bench_seeds,
@@ -106,6 +114,7 @@ def run_reference(size: int, args) -> dict:
         str(args.elites),
         "--iterations",
         str(args.iterations),
+        *(["--rgb"] if args.pixels else []),
     ]
     # the reference as its own scripts run it: glibc's malloc (launcher/loop/malloc.py undone)
     env = {**glibc_env(os.environ), "OMP_NUM_THREADS": str(args.threads)}
@@ -230,8 +239,16 @@ def main() -> None:
     p.add_argument("--variants", action="store_true", help="time the suggested variants")
     p.add_argument("--variant-size", type=int, default=5)
     _refs.add_arguments(p, _refs.TDMPC2)
+    p.add_argument("--pixels", action="store_true", help="the pixel agents (size 5 only)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    if args.pixels and (args.sizes != [5] or args.variants):
+        p.error(
+            "--pixels runs size 5 only (--sizes 5; the reference's 512 conv features fit no "
+            "other preset's latent) and no --variants"
+        )
+    if args.pixels:
+        args.no_seeds = True  # the seed scaling is the vector pendulum agent's
     if not args.no_ref:  # before anything is timed: the reference comes last in each size
         _refs.require(_refs.TDMPC2, args.ref, args.ref_python, "--no-ref")
 
@@ -253,9 +270,13 @@ def main() -> None:
 
     results: dict = {}
     for size in args.sizes:
-        cfg = make_cfg(size, args)
-        wm = WorldModel(cfg, OBS, ACT)
-        r: dict = {"flops": analytic_flops(cfg, OBS, ACT), "ours": {}}
+        if args.pixels:
+            cfg = make_cfg(size, args, obs="rgb")
+            wm = WorldModel(cfg, PIXELS[0] * PIXELS[1] * PIXELS[2], ACT, image_shape=PIXELS)
+        else:
+            cfg = make_cfg(size, args)
+            wm = WorldModel(cfg, OBS, ACT)
+        r: dict = {"flops": analytic_flops(cfg, OBS, ACT, args.pixels), "ours": {}}
         upd, (upd_c, upd_call, holder) = bench_update(wm, args)
         # a copy: the profiled update below keeps donating (deleting) the chained state
         params = jax.tree.map(lambda x: jnp.array(x, copy=True), holder["state"].params)

@@ -90,6 +90,7 @@ REWARDS: dict[str, RewardFacts] = {
         1.0, 1.0, random=float(PROBE_FACTS["probe_constant_reward"].default_episode_length)
     ),
     "probe_reward_is_action": RewardFacts(-1.0, 1.0, random=0.0),
+    "probe_pixel_point": RewardFacts(0.0, 1.0),  # 1 - |p| / sqrt(2) (envs/probes.py)
     **{env_id: RewardFacts(0.0, 1.0) for env_id in PLAYGROUND_FACTS},
 }
 # its learning check's bar (benchmarks/learning_checks.py); its random level is the one

@@ -17,6 +17,11 @@ are the shared skeleton's (``agents/common/loop.py``, docs/design.md §4.4): ``T
 an update metric is its mean over the chunk's updates (the reference logs the last
 update's, deviation T50).
 
+Image envs (``env.obs=image``, issue 48): the pixel model (``agent.obs`` becomes ``rgb``), a
+3-frame stack kept in the planner's carry and rebuilt from the buffer's uint8 frames
+(:mod:`agents.tdmpc2.pixels`, docs/design.md §7.7), and a fresh ShiftAug draw per decision and
+per update (the plan and update noise).
+
 Terminations are refused: an env that can terminate is rejected at construction, and
 the collector counts off-schedule dones and terminal rows so the caller can raise after
 ``train`` (:meth:`TDMPC2.check`; the reference silently treats any done as a time limit,
@@ -45,6 +50,7 @@ from agents.common.loop import (
 from agents.tdmpc2.buffer import EpisodeBuffer, EpisodeBufferState
 from agents.tdmpc2.config import TDMPC2Config
 from agents.tdmpc2.entry import REQUIREMENTS
+from agents.tdmpc2.pixels import check_image, empty_stack, stacked_shape, stacking_policy
 from agents.tdmpc2.planner import draw_plan_noise, plan
 from agents.tdmpc2.schedule import Schedule
 from agents.tdmpc2.train_state import TDMPC2TrainState, init_train_state
@@ -91,14 +97,34 @@ class TDMPC2:
             raise ValueError(
                 f"{err}; pick a continuous-control DMC task (e.g. pendulum, walker_walk)"
             ) from None
-        cfg = self.cfg.resolve(spec.episode_length, spec.action_size)
+        image = spec.image_shape is not None
+        check_image(spec.image_shape, spec.env_id)
+        if self.cfg.obs == "rgb" and not image:
+            raise ValueError(
+                f"agent.obs=rgb needs an env observed as images; add env.obs=image (env "
+                f"{spec.env_id!r} gives {spec.obs_mode}s)"
+            )
+        # the model follows the env: an image env gets the pixel model (issue 48)
+        cfg = dataclasses.replace(self.cfg, obs="rgb") if image else self.cfg
+        cfg = cfg.resolve(spec.episode_length, spec.action_size)
         object.__setattr__(self, "cfg", cfg)
+        if image:
+            self.wm  # noqa: B018 -- its shape checks (latent_dim = 16 num_channels) now, not at init
 
     # ----------------------------------------------------------- components
     @property
+    def image_shape(self) -> tuple[int, int, int] | None:
+        """The env's frame ``(64, 64, 3)``, or None for a vector env."""
+        return self.env.spec.image_shape
+
+    @property
     def wm(self) -> WorldModel:
         spec = self.env.spec
-        return WorldModel(self.cfg, spec.obs_size, spec.action_size, batched=self.batched)
+        if self.image_shape is None:
+            return WorldModel(self.cfg, spec.obs_size, spec.action_size, batched=self.batched)
+        shape = stacked_shape(self.image_shape)  # the model sees the 3-frame stack
+        size = shape[0] * shape[1] * shape[2]
+        return WorldModel(self.cfg, size, spec.action_size, batched=self.batched, image_shape=shape)
 
     @property
     def schedule(self) -> Schedule:
@@ -118,6 +144,7 @@ class TDMPC2:
             spec.action_size,
             self.cfg.buffer_size,
             self.total_env_steps,
+            self.image_shape,
         )
 
     def ticks_for(self, env_steps: int) -> int:
@@ -168,6 +195,8 @@ class TDMPC2:
         evicted episodes (the dataset would not be the run's full history)."""
         from agents.tdmpc2.dataset import TaskInfo, from_episodes, pool_tasks
 
+        if self.image_shape is not None:
+            raise ValueError("exporting a dataset of an image run is not supported (issue 48)")
         info = TaskInfo.from_spec(self.env.spec)
         parts = []
         for i, seed in enumerate(seeds):
@@ -188,13 +217,13 @@ class TDMPC2:
     # ----------------------------------------------------------------- init
     def init(self, key: jax.Array) -> TDMPC2State:
         k_train, k_col, key = jax.random.split(key, 3)
-        H, A, n = self.cfg.horizon, self.env.spec.action_size, self.cfg.n_envs
+        n = self.cfg.n_envs
         train = init_train_state(self.wm, k_train)
         metrics = jax.eval_shape(lambda: self._update(train, self.buffer.init(), 0, key)[1])
         zero = jnp.zeros((), jnp.int32)
         return TDMPC2State(
             train=train,
-            collector=self.collector.init(k_col, policy_carry=jnp.zeros((n, H, A))),
+            collector=self.collector.init(k_col, policy_carry=self.zero_carry(n)),
             buffer=self.buffer.init(),
             key=key,
             tick=zero,
@@ -205,15 +234,25 @@ class TDMPC2:
         )
 
     # ---------------------------------------------------------------- acting
+    def zero_carry(self, n: int) -> Any:
+        """The planner's carry for ``n`` envs before their first decision: prev_mean
+        ``[n, H, A]`` zeros; image envs: ``(prev_mean, frame stack uint8 [n, 64, 64, 9])``."""
+        mean = jnp.zeros((n, self.cfg.horizon, self.env.spec.action_size))
+        return mean if self.image_shape is None else (mean, empty_stack(n, self.image_shape))
+
     def policy_fn(self, params: dict, eval_mode: bool):
-        """Batched planner policy for the row collector: carry = prev_mean [n, H, A]."""
+        """Batched planner policy for the row collector: carry = prev_mean [n, H, A] (image
+        envs: with the frame stack, :func:`~agents.tdmpc2.pixels.stacking_policy`). Each
+        decision draws its own plan noise, a pixel model's ShiftAug shift included (the
+        reference shifts on every ``encode``, acting and evaluating too: T51)."""
         wm, cfg, A = self.wm, self.cfg, self.env.spec.action_size
 
         def decide(o, m, t0, k):
             nz = draw_plan_noise(k, cfg, A)
             return plan(wm, cfg, params, o, m, t0, nz, eval_mode=eval_mode)[:2]
 
-        return batched_policy(decide, self.batched)
+        policy = batched_policy(decide, self.batched)
+        return policy if self.image_shape is None else stacking_policy(policy)
 
     # ---------------------------------------------------------------- update
     def _update(
@@ -280,12 +319,11 @@ class TDMPC2:
     def evaluate(self, state: TDMPC2State, key: jax.Array) -> tuple[TDMPC2State, dict]:
         """``eval_episodes`` fresh episodes in parallel with the eval-mode planner and a
         separate planner carry (deviation T32); key folded with the evaluation count."""
-        n, shape = self.cfg.eval_episodes, (self.cfg.horizon, self.env.spec.action_size)
+        n = self.cfg.eval_episodes
 
         def run(key):
             policy = self.policy_fn(state.train.params, eval_mode=True)
-            carry = jnp.zeros((n, *shape))
-            return eval_episodes(self.env, n, "static", policy, carry, key)
+            return eval_episodes(self.env, n, "static", policy, self.zero_carry(n), key)
 
         return evaluate(state, key, run)
 
@@ -293,8 +331,7 @@ class TDMPC2:
         """The eval-mode planner of :meth:`evaluate` for one env and its zero carry
         (agent_api's optional ``eval_policy``: ``launcher.evaluate --video``)."""
         policy = self.policy_fn(state.train.params, eval_mode=True)
-        carry = jnp.zeros((1, self.cfg.horizon, self.env.spec.action_size))
-        return single_env_policy(policy), carry
+        return single_env_policy(policy), self.zero_carry(1)
 
 
 def batched_policy(decide: Any, batched: bool | None = None):

@@ -17,6 +17,11 @@ episode x a uniform start ``s in [0, T-H]``; windows never cross episodes. The s
 ``obs`` rows ``s..s+H`` [H+1, B, O], ``action`` rows ``s..s+H-1`` [H, B, A], ``reward``
 rows ``s+1..s+H`` [H, B] (the reference's ``action[s+1..]``/``reward[s+1..]`` of its
 row layout, where row k holds a_{k-1}).
+
+Image envs (issue 48, :mod:`agents.tdmpc2.pixels`): ``obs`` holds each row's frame as the env
+gives it, ``uint8 [R*n, T+1, H, W, C]``, and a sampled window's ``obs`` is the frame stack of
+each row, ``uint8 [H+1, B, H, W, 3 C]``, rebuilt from the episode's rows (the reference
+stores the stacks themselves: the same windows, three times the memory; docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -29,52 +34,69 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from agents.tdmpc2.pixels import stack_rows
+
 
 @struct.dataclass
 class EpisodeBufferState:
-    obs: jax.Array  # [R*n, T+1, O]
+    obs: jax.Array  # [R*n, T+1, O] float32, or uint8 [R*n, T+1, H, W, C] frames (images)
     action: jax.Array  # [R*n, T+1, A]
     reward: jax.Array  # [R*n, T+1]
 
 
 @struct.dataclass
 class Batch:
-    obs: jax.Array  # [H+1, B, O]
+    obs: jax.Array  # [H+1, B, O], or uint8 [H+1, B, H, W, 3 C] frame stacks (images)
     action: jax.Array  # [H, B, A]
     reward: jax.Array  # [H, B]
 
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeBuffer:
-    """Static shape of the ring: ``rounds`` x ``n_envs`` episodes of ``T + 1`` rows."""
+    """Static shape of the ring: ``rounds`` x ``n_envs`` episodes of ``T + 1`` rows;
+    ``image_shape`` (H, W, C): the env's frames, stored as uint8 and sampled as stacks
+    (module docstring); None: vectors of ``obs_size`` float32."""
 
     T: int
     n_envs: int
     obs_size: int
     action_size: int
     rounds: int
+    image_shape: tuple[int, int, int] | None = None
 
     @classmethod
     def for_run(
-        cls, T: int, n_envs: int, obs_size: int, action_size: int, buffer_size: int, env_steps: int
+        cls,
+        T: int,
+        n_envs: int,
+        obs_size: int,
+        action_size: int,
+        buffer_size: int,
+        env_steps: int,
+        image_shape: tuple[int, int, int] | None = None,
     ) -> EpisodeBuffer:
         """Size the ring for a run of ``env_steps`` total agent steps (docs/design.md §9.4)."""
         capacity = max(1, min(buffer_size, env_steps))
         rounds = math.ceil(capacity / (T * n_envs)) + 1
-        return cls(T, n_envs, obs_size, action_size, max(rounds, 2))
+        return cls(T, n_envs, obs_size, action_size, max(rounds, 2), image_shape)
 
     @property
     def episodes(self) -> int:
         return self.rounds * self.n_envs
 
     def nbytes(self) -> int:
-        """Bytes of one seed's buffer (float32)."""
-        return 4 * self.episodes * (self.T + 1) * (self.obs_size + self.action_size + 1)
+        """Bytes of one seed's buffer (float32 vectors, actions, rewards; uint8 frames)."""
+        obs = 4 * self.obs_size if self.image_shape is None else math.prod(self.image_shape)
+        return self.episodes * (self.T + 1) * (obs + 4 * (self.action_size + 1))
 
     def init(self) -> EpisodeBufferState:
         E, L = self.episodes, self.T + 1
+        if self.image_shape is None:
+            obs = jnp.zeros((E, L, self.obs_size), jnp.float32)
+        else:
+            obs = jnp.zeros((E, L, *self.image_shape), jnp.uint8)
         return EpisodeBufferState(
-            obs=jnp.zeros((E, L, self.obs_size), jnp.float32),
+            obs=obs,
             action=jnp.zeros((E, L, self.action_size), jnp.float32),
             reward=jnp.zeros((E, L), jnp.float32),
         )
@@ -92,7 +114,8 @@ class EpisodeBuffer:
         action: jax.Array,
         reward: jax.Array,
     ) -> EpisodeBufferState:
-        """Write the tick's rows (obs [n, O], action [n, A], reward [n]) in place."""
+        """Write the tick's rows (obs [n, O] or frames [n, H, W, C], action [n, A], reward
+        [n]) in place."""
         slots, row = self.slots(tick), jnp.asarray(tick) % (self.T + 1)
         return EpisodeBufferState(
             obs=state.obs.at[slots, row].set(obs),
@@ -133,8 +156,13 @@ class EpisodeBuffer:
     def gather(
         self, state: EpisodeBufferState, ep: jax.Array, start: jax.Array, horizon: int
     ) -> Batch:
-        """The H+1-row windows of episodes ``ep`` [B] from rows ``start`` [B], time-major."""
-        return gather_windows(state, ep, start, horizon)
+        """The H+1-row windows of episodes ``ep`` [B] from rows ``start`` [B], time-major;
+        images: ``obs`` the rows' frame stacks (:func:`~agents.tdmpc2.pixels.stack_rows`)."""
+        batch = gather_windows(state, ep, start, horizon)
+        if self.image_shape is None:
+            return batch
+        rows = start[:, None] + jnp.arange(horizon + 1)  # [B, H+1]
+        return batch.replace(obs=jnp.swapaxes(stack_rows(state.obs, ep, rows), 0, 1))
 
 
 def gather_windows(episodes: Any, ep: jax.Array, start: jax.Array, horizon: int) -> Batch:

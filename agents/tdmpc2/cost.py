@@ -16,6 +16,11 @@ one fit per op to this project's update and planner on one pinned core: sizes 1 
 and 5 (w 512) from docs/PERFORMANCE.md (TD-MPC2 run 4: update 0.139 / 0.386 s, decision
 0.150 / 0.351 s), the ``quick`` config (w 128) and the ``smoke`` config's floor from
 ``benchmarks/cpu_estimate_check.py --calls`` (docs/PERFORMANCE.md, "CPU budget estimate").
+
+Image envs (issue 48): the MLP heads as above, plus the conv encoder's FLOPs
+(:func:`conv_flops`: (H + 1) B image passes an update, the B of ``obs[0]`` counted 3x for
+their backward; one a decision) at :data:`CONV_RATE`, a rate of its own: XLA's CPU
+convolutions run far below its matmuls.
 """
 
 from __future__ import annotations
@@ -34,18 +39,40 @@ PLAN_FLOOR_S = 8e-4
 # chunk's 18 s on a loaded box, plus the evaluation and init programs).
 COMPILE_S = 35.0
 SOURCE = "agents/tdmpc2/cost.py: FLOPs at CPU rates measured at widths 128 to 512"
+# FLOP/s of the pixel encoder's convolutions on one core: the one size-5 pixel update measured
+# (7.41 CPU s, docs/PERFORMANCE.md "TD-MPC2 from pixels: a first look", a loaded box) less its
+# MLP part by the fit above (0.39 s) over its 1,536 image passes of 33.3 MFLOP. One
+# measurement: a first figure, not a fit.
+CONV_RATE = 7.3e9
+PIXEL_STACK = (64, 64, 9)  # the pixel model's input: 3 stacked 64 x 64 RGB frames (§7.7)
 
 
-def matmul_flops(cfg: TDMPC2Config, obs: int, act: int, members: int = 2) -> dict[str, int]:
+def conv_flops(image_shape: tuple[int, int, int], channels: int) -> int:
+    """Multiply-add FLOPs (2 per MAC) of the pixel encoder's four valid convolutions of one
+    ``(H, W, C)`` image (kernel/stride 7/2, 5/2, 3/2, 3/1: 64 -> 29 -> 13 -> 6 -> 4 a side,
+    ``channels`` out each)."""
+    side, _, c_in = image_shape
+    total = 0
+    for k, stride in ((7, 2), (5, 2), (3, 2), (3, 1)):
+        side = (side - k) // stride + 1
+        total += 2 * side * side * k * k * c_in * channels
+        c_in = channels
+    return total
+
+
+def matmul_flops(
+    cfg: TDMPC2Config, obs: int, act: int, members: int = 2, image: bool = False
+) -> dict[str, int]:
     """``{"update": F, "plan": F}``: matmul FLOPs of one update and one planning decision
-    of a resolved config, on an env of ``obs`` / ``act`` dims."""
+    of a resolved config, on an env of ``obs`` / ``act`` dims; ``image``: the MLP heads only
+    (the conv encoder is :func:`conv_flops`)."""
     L, m, K, e, H = cfg.latent_dim, cfg.mlp_dim, cfg.num_bins, cfg.enc_dim, cfg.horizon
     B, N, P, it = cfg.batch_size, cfg.num_samples, cfg.num_pi_trajs, cfg.iterations
 
     def mlp(dims: list[int]) -> int:
         return 2 * sum(a * b for a, b in zip(dims[:-1], dims[1:], strict=False))
 
-    f_enc = mlp([obs] + [e] * max(cfg.num_enc_layers - 1, 1) + [L])
+    f_enc = 0 if image else mlp([obs] + [e] * max(cfg.num_enc_layers - 1, 1) + [L])
     f_dyn = mlp([L + act, m, m, L])
     f_q = mlp([L + act, m, m, K])  # the reward head has the same shape
     f_pi = mlp([L, m, m, 2 * act])
@@ -61,14 +88,19 @@ def matmul_flops(cfg: TDMPC2Config, obs: int, act: int, members: int = 2) -> dic
     }
 
 
-def call_seconds(cfg: TDMPC2Config, obs: int, act: int) -> tuple[float, float]:
-    """CPU seconds of one update and of one planning decision (one core)."""
-    f = matmul_flops(cfg, obs, act)
+def call_seconds(cfg: TDMPC2Config, obs: int, act: int, image: bool = False) -> tuple[float, float]:
+    """CPU seconds of one update and of one planning decision (one core); ``image``: a pixel
+    model (module docstring)."""
+    f = matmul_flops(cfg, obs, act, image=image)
     w = cfg.mlp_dim
-    return (
-        UPDATE_FLOOR_S + f["update"] * (w + UPDATE_W0) / (UPDATE_PEAK * w),
-        PLAN_FLOOR_S + f["plan"] * (w + PLAN_W0) / (PLAN_PEAK * w),
-    )
+    update_s = UPDATE_FLOOR_S + f["update"] * (w + UPDATE_W0) / (UPDATE_PEAK * w)
+    plan_s = PLAN_FLOOR_S + f["plan"] * (w + PLAN_W0) / (PLAN_PEAK * w)
+    if image:
+        per_image = conv_flops(PIXEL_STACK, cfg.num_channels) / CONV_RATE
+        H, B = cfg.horizon, cfg.batch_size
+        update_s += (H * B + 3 * B) * per_image  # encode(obs[1:]) + encode(obs[0]) fwd/bwd
+        plan_s += per_image
+    return update_s, plan_s
 
 
 def schedule_counts(cfg: TDMPC2Config, episode_length: int, env_steps: int) -> tuple[int, int]:
@@ -98,7 +130,8 @@ def cpu_cost(config: TDMPC2Config, facts: Any, env_steps: int) -> CpuCost:
     (``eval_episodes`` episodes, every decision planned, the envs looped on CPU)."""
     T = facts.episode_length
     cfg = config.resolve(T, facts.action_size)
-    update_s, plan_s = call_seconds(cfg, facts.obs_size, facts.action_size)
+    image = getattr(facts, "obs_mode", "vector") == "image"
+    update_s, plan_s = call_seconds(cfg, facts.obs_size, facts.action_size, image)
     updates, decisions = schedule_counts(cfg, T, env_steps)
     return CpuCost(
         train_s=updates * update_s + decisions * plan_s,

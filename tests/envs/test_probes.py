@@ -76,3 +76,36 @@ def test_probe_episode_length_and_repeat():
     np.testing.assert_array_equal(traj.reward, 2.0)  # summed over the 2 repeats
     np.testing.assert_array_equal(traj.done, [False] * 4 + [True, True])
     assert envs.make("probe_reward_is_action", episode_length=7).spec.episode_length == 7
+
+
+def test_pixel_point_moves_and_draws_its_position():
+    """probe_pixel_point (issue 48): the vector mode observes the position; the image mode
+    draws the same trajectory (same key) as a 5 x 5 square at the position's pixel and the
+    3 x 3 target at the centre; reward 1 - |p| / sqrt(2) of the position reached."""
+    from envs.probes import POINT_SPEED
+
+    vec, img = envs.make("probe_pixel_point"), envs.make("probe_pixel_point", obs="image")
+    assert (vec.spec.obs_size, vec.spec.action_size, vec.spec.obs_mode) == (2, 2, "vector")
+    assert img.spec.obs_size == 0 and img.spec.image_shape == (64, 64, 3)
+    actions = np.array([[1.0, -1.0], [-0.5, 0.25], [3.0, 3.0]], np.float32)  # last: clipped
+    v0, vt = rollout(vec, actions)
+    i0, it = rollout(img, actions)
+    pos = np.concatenate([np.asarray(v0.obs)[None], np.asarray(vt.obs)])  # [4, 2]
+    step = POINT_SPEED * np.clip(actions, -1, 1)
+    np.testing.assert_allclose(pos[1:], np.clip(pos[:-1] + step, -1, 1), atol=1e-7)  # f32 add
+    np.testing.assert_allclose(vt.reward, 1 - np.linalg.norm(pos[1:], axis=1) / np.sqrt(2), 1e-6)
+    np.testing.assert_array_equal(vt.reward, it.reward)
+    images = np.concatenate([np.asarray(i0.obs)[None], np.asarray(it.obs)])
+    assert images.dtype == np.uint8 and set(np.unique(images)) == {0, 255}
+    for p, im in zip(pos, images, strict=True):
+        col, row = np.round((p + 1) / 2 * 63).astype(int)
+        rows, cols = np.nonzero(im[..., 0])
+        assert set(rows) == set(range(max(row - 2, 0), min(row + 3, 64)))
+        assert set(cols) == set(range(max(col - 2, 0), min(col + 3, 64)))
+        np.testing.assert_array_equal(np.argwhere(im[..., 1]).min(0), [30, 30])
+        assert im[..., 1].sum() == 9 * 255 and not im[..., 2].any()
+
+
+def test_only_the_pixel_probe_has_an_image():
+    with pytest.raises(ValueError, match="offered by probe_pixel_point only"):
+        envs.make("probe_constant_reward", obs="image")

@@ -64,8 +64,7 @@ BATTERY = [
     # the agent that runs it comes before the envs this one runs (issue 44 item 8)
     (
         ["env=cartpole"],
-        "agent=tdmpc2 needs continuous actions and fixed-length episodes and vector "
-        "observations; run it with "
+        "agent=tdmpc2 needs continuous actions and fixed-length episodes; run it with "
         "agent=dreamerv3, or choose env= one of: pendulum",
     ),
     (["env=mountain_car_continuous"], "env=mountain_car_continuous: can terminate"),
