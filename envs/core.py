@@ -189,6 +189,9 @@ class Backend:
         docs/PERFORMANCE.md "Environments"); 0 where negligible.
       obs_modes: the observation modes its builder offers (:data:`OBS_MODES`); a mode other
         than ``vector`` reaches the builder as its keyword ``obs``.
+      image_cpu_s: CPU seconds per image observation of one env in ``image`` mode (one per
+        agent step), on top of ``frame_cpu_s``: a host render (:mod:`envs.pixels`); 0 where
+        the image costs nothing beside the step.
     """
 
     name: str
@@ -200,6 +203,7 @@ class Backend:
     mujoco_gl: bool = False
     frame_cpu_s: float = 0.0
     obs_modes: tuple[str, ...] = ("vector",)
+    image_cpu_s: float = 0.0
 
 
 def initial_state(inner: Any, obs: jax.Array, key: jax.Array, image: bool = False) -> EnvState:

@@ -17,6 +17,10 @@ backends, ``terminated`` a true termination) and :func:`build_env` turns them in
   (``spec.episode_length``) or on a termination; ``terminated`` only on the latter;
 * never resets (:mod:`envs.autoreset` does that).
 
+With ``observe`` (an image mode drawn from the state, :mod:`envs.pixels`), the raw functions'
+observations are dropped and ``obs = observe(inner)`` is taken once per agent step, of the
+state after the last repeat, and once per reset: no frame is drawn for the repeats between.
+
 The inner state's leaf dtypes are pinned to those of the reset (weak types stripped), so
 ``step`` maps a state to a state of identical type: ``lax.scan`` and ``lax.cond`` over
 it never trip on a backend that returns a Python float reward in ``step`` only.
@@ -70,7 +74,12 @@ def like_types(tree: Any, reference: Any) -> Any:
     return jax.tree.map(cast, tree, reference)
 
 
-def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
+def build_env(
+    spec: EnvSpec,
+    raw_reset: RawReset,
+    raw_step: RawStep,
+    observe: Callable[[Any], jax.Array] | None = None,
+) -> Env:
     """An :class:`Env` from raw backend functions (see the module docstring).
 
     Args:
@@ -78,6 +87,8 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
       raw_reset: ``key -> (inner, obs)``.
       raw_step: ``(inner, env_action, key) -> (inner, obs, reward, terminated)``; reward and
         terminated are scalars (any numeric dtype).
+      observe: None, or ``inner -> obs``: the observation of a state, taken after the repeat
+        and after a reset in place of the raw functions' (an ``image_shape`` uint8 image).
 
     Returns:
       The Env; ``reset(key)`` splits ``key`` into the backend's reset key and the carried
@@ -96,11 +107,15 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
     limit = spec.episode_length
     image = spec.image_shape is not None  # raw obs already the uint8 image (issue 47)
     as_obs = (lambda o: jnp.asarray(o, jnp.uint8)) if image else flatten_obs
+    if observe is not None:
+        as_obs = lambda o: jnp.zeros((), jnp.uint8)  # noqa: E731 - dropped: observe() replaces it
 
     def reset(key: jax.Array) -> EnvState:
         key_reset, key_carry = jax.random.split(key)
         inner, obs = raw_reset(key_reset)
-        return initial_state(strong_types(inner), as_obs(obs), key_carry, image)
+        inner = strong_types(inner)
+        obs = as_obs(obs) if observe is None else observe(inner)
+        return initial_state(inner, obs, key_carry, image)
 
     def one(inner: Any, env_action: jax.Array, key: jax.Array) -> tuple:
         new_inner, obs, reward, terminated = raw_step(inner, env_action, key)
@@ -123,10 +138,13 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
                 inner, obs, reward, terminated = one(inner, env_action, k)
                 return (inner, obs, total + reward, term | terminated), None
 
-            init = (state.inner, state.obs, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+            obs0 = state.obs if observe is None else as_obs(None)
+            init = (state.inner, obs0, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
             (inner, obs, reward, terminated), _ = jax.lax.scan(
                 body, init, jax.random.split(key_step, repeat)
             )
+        if observe is not None:  # one frame per agent step, after the repeat
+            obs = observe(inner)
         t = state.t + 1
         return EnvState(
             inner=inner,
