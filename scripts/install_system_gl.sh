@@ -3,7 +3,7 @@
 # episode videos): Mesa's OSMesa, a software rasteriser that needs no display and no GPU.
 # Run by `make install`. Quiet when libOSMesa is already there; where it cannot install
 # (not root, no apt-get) it prints one line naming the package and lets the install go on.
-if ldconfig -p 2>/dev/null | grep -q 'libOSMesa\.so'; then
+if { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep -q 'libOSMesa\.so'; then
     exit 0
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

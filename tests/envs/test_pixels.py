@@ -123,3 +123,11 @@ def test_default_gl_names_a_library_that_is_here():
     gl = default_mujoco_gl()
     lib = {"osmesa": "OSMesa", "egl": "EGL"}.get(gl)
     assert gl == "disable" or ctypes.util.find_library(lib)
+
+
+def test_the_cpu_budget_counts_the_render_in_image_mode_only():
+    from launcher.config.cpu_budget import image_cpu_s
+
+    declared = envs.backends()["playground"].image_cpu_s
+    assert declared > 0 and image_cpu_s("playground", "image") == declared
+    assert image_cpu_s("playground", "vector") == 0.0 and image_cpu_s("custom", "image") == 0.0
