@@ -160,6 +160,22 @@ class Env:
         return hash((self.spec, self.reset, self.step))
 
 
+@dataclasses.dataclass(frozen=True)
+class ObservedEnv(Env):
+    """An :class:`Env` whose observation is drawn from its state (an image rendered on the
+    host, :mod:`envs.pixels`), with the draw apart, so :mod:`envs.autoreset` draws a reset
+    frame only for the envs whose episode ended (under ``vmap`` both of its branches run).
+
+    Attributes:
+      reset_unobserved: ``reset`` without the draw: the same state with ``obs`` all zeros.
+      observe: ``(inner, where) -> obs``: the observation of a state, zeros where ``where``
+        ([] bool) is False (nothing drawn).
+    """
+
+    reset_unobserved: Callable[[jax.Array], EnvState] | None = None
+    observe: Callable[[Any, jax.Array], jax.Array] | None = None
+
+
 # builder(env_id, action_repeat, episode_length) -> Env: episode_length in backend steps, None
 # for the backend's default; raises the typed errors of envs.errors for bad arguments.
 Builder = Callable[[str, int, int | None], Any]

@@ -73,8 +73,10 @@ def host_pixels(
       size: (height, width) in pixels.
 
     Returns:
-      A JAX function; under ``vmap`` ``kept``'s leaves gain leading batch axes and so does
-      the image. Needs a working ``MUJOCO_GL`` when it runs (not when it is traced).
+      ``pixels(kept, where=None)``, a JAX function; under ``vmap`` ``kept``'s leaves gain
+      leading batch axes and so does the image. ``where`` ([] bool): draw only if True, else
+      the image is zeros and costs nothing (the auto-reset's reset frame, drawn only for the
+      envs whose episode ended). Needs a working ``MUJOCO_GL`` when it runs (not traced).
     """
     height, width = size
     # One thread of its own draws: an OpenGL context is current in one thread at a time, and
@@ -92,9 +94,9 @@ def host_pixels(
         try:
             with mujoco_frames(model, height, width, camera) as frame:
                 while True:
-                    flat, n, reply = requests.get()
-                    out = np.empty((n, height, width, 3), np.uint8)
-                    for i in range(n):
+                    flat, which, reply = requests.get()
+                    out = np.zeros((len(which), height, width, 3), np.uint8)
+                    for i in np.flatnonzero(which):
                         out[i] = frame({k: v[i] for k, v in flat.items()})
                     reply.put(out)
         except Exception as err:  # noqa: BLE001 - no renderer: every request gets the error
@@ -108,27 +110,28 @@ def host_pixels(
             while True:
                 requests.get()[2].put(failed)
 
-    def draw_all(flat: dict[str, np.ndarray], n: int) -> np.ndarray:
+    def draw_all(flat: dict[str, np.ndarray], which: np.ndarray) -> np.ndarray:
         with started:
             if not threads:
                 threads.append(threading.Thread(target=serve, name="mujoco-pixels", daemon=True))
                 threads[0].start()
         reply: queue.SimpleQueue = queue.SimpleQueue()
-        requests.put((flat, n, reply))
+        requests.put((flat, which, reply))
         out = reply.get()
         if isinstance(out, Exception):
             raise out
         return out
 
-    def draw(kept: dict[str, np.ndarray]) -> np.ndarray:
+    def draw(kept: dict[str, np.ndarray], where: np.ndarray) -> np.ndarray:
         batch = kept["qpos"].shape[:-1]  # the vmap axes (broadcast_all: on every leaf)
         n = int(np.prod(batch))
         flat = {k: np.asarray(v).reshape(n, *v.shape[len(batch) :]) for k, v in kept.items()}
-        out = draw_all(flat, n)
+        out = draw_all(flat, np.broadcast_to(where, batch).reshape(n))
         return out.reshape(*batch, height, width, 3)
 
-    def pixels(kept: Any) -> jax.Array:
+    def pixels(kept: Any, where: jax.Array | None = None) -> jax.Array:
         shape = jax.ShapeDtypeStruct((height, width, 3), jnp.uint8)
-        return jax.pure_callback(draw, shape, kept, vmap_method="broadcast_all")
+        where = jnp.ones((), bool) if where is None else jnp.asarray(where, bool)
+        return jax.pure_callback(draw, shape, kept, where, vmap_method="broadcast_all")
 
     return pixels

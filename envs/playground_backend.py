@@ -181,7 +181,7 @@ def build(
     from envs.pixels import camera_of, host_pixels
 
     pixels = host_pixels(model, camera_of(env_id), IMAGE_SIZE)
-    return build_env(spec, raw_reset, raw_step, observe=lambda inner: pixels(_keep(inner)))
+    return build_env(spec, raw_reset, raw_step, lambda inner, where: pixels(_keep(inner), where))
 
 
 def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:

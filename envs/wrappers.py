@@ -20,6 +20,8 @@ backends, ``terminated`` a true termination) and :func:`build_env` turns them in
 With ``observe`` (an image mode drawn from the state, :mod:`envs.pixels`), the raw functions'
 observations are dropped and ``obs = observe(inner)`` is taken once per agent step, of the
 state after the last repeat, and once per reset: no frame is drawn for the repeats between.
+The env is then an :class:`envs.core.ObservedEnv` (the draw apart from the reset, for
+:mod:`envs.autoreset`).
 
 The inner state's leaf dtypes are pinned to those of the reset (weak types stripped), so
 ``step`` maps a state to a state of identical type: ``lax.scan`` and ``lax.cond`` over
@@ -35,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.bounds import check_bounds, to_env_action
-from envs.core import Env, EnvSpec, EnvState, initial_state
+from envs.core import Env, EnvSpec, EnvState, ObservedEnv, initial_state
 
 RawReset = Callable[[jax.Array], tuple[Any, Any]]
 RawStep = Callable[[Any, jax.Array, jax.Array], tuple[Any, Any, jax.Array, jax.Array]]
@@ -78,7 +80,7 @@ def build_env(
     spec: EnvSpec,
     raw_reset: RawReset,
     raw_step: RawStep,
-    observe: Callable[[Any], jax.Array] | None = None,
+    observe: Callable[[Any, jax.Array | None], jax.Array] | None = None,
 ) -> Env:
     """An :class:`Env` from raw backend functions (see the module docstring).
 
@@ -87,8 +89,10 @@ def build_env(
       raw_reset: ``key -> (inner, obs)``.
       raw_step: ``(inner, env_action, key) -> (inner, obs, reward, terminated)``; reward and
         terminated are scalars (any numeric dtype).
-      observe: None, or ``inner -> obs``: the observation of a state, taken after the repeat
-        and after a reset in place of the raw functions' (an ``image_shape`` uint8 image).
+      observe: None, or ``(inner, where) -> obs``: the observation of a state (zeros where
+        ``where`` is False; None = draw), taken after the repeat and after a reset in place
+        of the raw functions' (an ``image_shape`` uint8 image). The env is then an
+        :class:`envs.core.ObservedEnv`.
 
     Returns:
       The Env; ``reset(key)`` splits ``key`` into the backend's reset key and the carried
@@ -113,9 +117,7 @@ def build_env(
     def reset(key: jax.Array) -> EnvState:
         key_reset, key_carry = jax.random.split(key)
         inner, obs = raw_reset(key_reset)
-        inner = strong_types(inner)
-        obs = as_obs(obs) if observe is None else observe(inner)
-        return initial_state(inner, obs, key_carry, image)
+        return initial_state(strong_types(inner), as_obs(obs), key_carry, image)
 
     def one(inner: Any, env_action: jax.Array, key: jax.Array) -> tuple:
         new_inner, obs, reward, terminated = raw_step(inner, env_action, key)
@@ -144,7 +146,7 @@ def build_env(
                 body, init, jax.random.split(key_step, repeat)
             )
         if observe is not None:  # one frame per agent step, after the repeat
-            obs = observe(inner)
+            obs = observe(inner, None)
         t = state.t + 1
         return EnvState(
             inner=inner,
@@ -156,4 +158,20 @@ def build_env(
             key=key,
         )
 
-    return Env(spec=spec, reset=reset, step=step)
+    if observe is None:
+        return Env(spec=spec, reset=reset, step=step)
+
+    def reset_unobserved(key: jax.Array) -> EnvState:
+        return reset(key).replace(obs=jnp.zeros(spec.obs_shape, jnp.uint8))
+
+    def observed_reset(key: jax.Array) -> EnvState:
+        state = reset(key)
+        return state.replace(obs=observe(state.inner, None))
+
+    return ObservedEnv(
+        spec=spec,
+        reset=observed_reset,
+        step=step,
+        reset_unobserved=reset_unobserved,
+        observe=observe,
+    )

@@ -100,6 +100,46 @@ def test_a_batch_renders_each_envs_own_state(cartpole):
     assert not np.array_equal(frames[-1, 0, 0], frames[0, 0, 0])  # and move: a new frame a step
 
 
+def test_autoreset_draws_the_reset_frame_only_where_an_episode_ended(cartpole, monkeypatch):
+    """DreamerV3's dynamic mode: under vmap both auto-reset branches run; the reset frame is
+    drawn after the select, for the ended envs only (2 envs, T = 2, 3 steps: 2 reset frames
+    + 3 x 2 step frames + 2 reset frames at the episode end = 10 draws, not 14)."""
+    import contextlib
+
+    import envs.render
+    from envs.autoreset import autoreset
+    from envs.playground_backend import build
+
+    drawn = []
+    real = envs.render.mujoco_frames
+
+    @contextlib.contextmanager
+    def counting(*args, **kwargs):
+        with real(*args, **kwargs) as frame:
+            yield lambda kept: (drawn.append(1), frame(kept))[1]
+
+    monkeypatch.setattr(envs.render, "mujoco_frames", counting)
+    env = autoreset(build("cartpole_swingup", 2, 4, obs="image"))  # a new renderer, T = 2
+
+    def run(keys):
+        def tick(states, _):
+            states = jax.vmap(env.step)(states, jnp.ones((2, 1)))
+            return states, states
+
+        first = jax.vmap(env.reset)(keys)
+        return first.obs, jax.lax.scan(tick, first, None, length=3)[1]
+
+    # (the first frames are returned: an unused pure_callback is dead code, never drawn)
+    first, states = jax.jit(run)(jax.random.split(jax.random.key(2), 2))
+    assert len(drawn) == 10 and np.asarray(first).std() > 0
+    assert np.asarray(states.done).tolist() == [[False, False], [True, True], [False, False]]
+    for e in range(2):
+        inner = jax.tree.map(lambda x, e=e: x[1, e], states.inner.inner)  # the reset state
+        np.testing.assert_array_equal(states.obs[1, e], oracle(cartpole[1], inner, 0))
+        assert not np.array_equal(states.final_obs[1, e], states.obs[1, e])
+        np.testing.assert_array_equal(states.final_obs[0, e], states.obs[0, e])
+
+
 def test_host_pixels_unbatched_is_the_seam(cartpole):
     """The seam alone: a JAX function of the kept arrays, jitted, no env around it."""
     model = cartpole[1]
