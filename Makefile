@@ -6,11 +6,14 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export JAX_COMPILATION_CACHE_DIR ?= $(CURDIR)/.cache/jax
-export MUJOCO_GL ?= disable
+# MUJOCO_GL is left to the process: unset, the tests and the launcher's image / video paths
+# pick osmesa or egl (envs/pixels.py default_mujoco_gl); scripts/install_system_gl.sh puts
+# libOSMesa on the machine (apt-get, as root) when it is missing.
 
 .PHONY: install run test lint format bench clean
 
 $(RUN_STAMP): pyproject.toml Makefile
+	sh scripts/install_system_gl.sh
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -e .

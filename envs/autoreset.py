@@ -26,7 +26,9 @@ Resets:
   still advances, so a stochastic backend's steps differ between episodes.
 
 Under ``jax.vmap`` the reset is computed for every env at every step and selected
-(``lax.cond`` becomes a select); unbatched it is a real branch.
+(``lax.cond`` becomes a select); unbatched it is a real branch. On an
+:class:`envs.core.ObservedEnv` (an image drawn on the host) the branch resets without the
+draw, and the reset frame is drawn after it only for the envs whose episode ended (E30).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from envs.core import Env, EnvState
+from envs.core import Env, EnvState, ObservedEnv
 
 
 @struct.dataclass
@@ -91,6 +93,10 @@ def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
         )
         return state.replace(inner=wrapper, final_obs=state.obs)
 
+    # a host-drawn image: reset without the draw in the branch, draw after it where needed
+    drawn = fresh_reset and isinstance(env, ObservedEnv)
+    reset_in_branch = env.reset_unobserved if drawn else env.reset
+
     def step(state: EnvState, action: jax.Array) -> EnvState:
         wrapper = state.inner
         stepped = env.step(state.replace(inner=wrapper.inner, final_obs=None), action)
@@ -98,7 +104,7 @@ def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
         def restart(_: None) -> tuple[Any, jax.Array, jax.Array]:
             key_next, key_reset = jax.random.split(stepped.key)
             if fresh_reset:
-                new = env.reset(key_reset)
+                new = reset_in_branch(key_reset)
                 return new.inner, new.obs, new.key
             return wrapper.first_inner, wrapper.first_obs, key_next
 
@@ -106,6 +112,8 @@ def autoreset(env: Env, fresh_reset: bool = True) -> AutoResetEnv:
             return stepped.inner, stepped.obs, stepped.key
 
         inner, obs, key = jax.lax.cond(stepped.done, restart, carry_on, None)
+        if drawn:  # the reset frame, drawn only where the episode ended
+            obs = jnp.where(stepped.done, env.observe(inner, stepped.done), obs)
         return EnvState(
             inner=wrapper.replace(inner=inner),
             obs=obs,

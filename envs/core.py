@@ -160,6 +160,22 @@ class Env:
         return hash((self.spec, self.reset, self.step))
 
 
+@dataclasses.dataclass(frozen=True)
+class ObservedEnv(Env):
+    """An :class:`Env` whose observation is drawn from its state (an image rendered on the
+    host, :mod:`envs.pixels`), with the draw apart, so :mod:`envs.autoreset` draws a reset
+    frame only for the envs whose episode ended (under ``vmap`` both of its branches run).
+
+    Attributes:
+      reset_unobserved: ``reset`` without the draw: the same state with ``obs`` all zeros.
+      observe: ``(inner, where) -> obs``: the observation of a state, zeros where ``where``
+        ([] bool) is False (nothing drawn).
+    """
+
+    reset_unobserved: Callable[[jax.Array], EnvState] | None = None
+    observe: Callable[[Any, jax.Array], jax.Array] | None = None
+
+
 # builder(env_id, action_repeat, episode_length) -> Env: episode_length in backend steps, None
 # for the backend's default; raises the typed errors of envs.errors for bad arguments.
 Builder = Callable[[str, int, int | None], Any]
@@ -189,6 +205,9 @@ class Backend:
         docs/PERFORMANCE.md "Environments"); 0 where negligible.
       obs_modes: the observation modes its builder offers (:data:`OBS_MODES`); a mode other
         than ``vector`` reaches the builder as its keyword ``obs``.
+      image_cpu_s: CPU seconds per image observation of one env in ``image`` mode (one per
+        agent step), on top of ``frame_cpu_s``: a host render (:mod:`envs.pixels`); 0 where
+        the image costs nothing beside the step.
     """
 
     name: str
@@ -200,6 +219,7 @@ class Backend:
     mujoco_gl: bool = False
     frame_cpu_s: float = 0.0
     obs_modes: tuple[str, ...] = ("vector",)
+    image_cpu_s: float = 0.0
 
 
 def initial_state(inner: Any, obs: jax.Array, key: jax.Array, image: bool = False) -> EnvState:

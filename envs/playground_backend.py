@@ -15,6 +15,14 @@
   lexicographically (``"3.17.0" >= "3.3.0"`` is False) and so calls
   ``MjSpec.find_body``, which mujoco 3.17 removed. We replace its model builder with
   one that uses ``MjSpec.body`` before loading ``reacher_*``.
+
+Image mode (``envs.make(id, obs="image")``, issue 47, E30): the observation is a 64 x 64 x 3
+uint8 frame of the task's ``MjModel`` from the references' camera (:func:`envs.pixels.camera_of`:
+camera 0 on every task here; Playground has no quadruped), drawn by MuJoCo's renderer on the
+host through :func:`envs.pixels.host_pixels` (the seam an on-device renderer would replace),
+of the state after the action repeat, and of the reset state for the first observation;
+``obs_size`` 0 (no proprioception beside it, as DreamerV3's ``dmc_vision``). It needs OpenGL
+(``MUJOCO_GL``: :func:`envs.pixels.default_mujoco_gl`).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import functools
 from typing import Any
 
 from envs.core import Backend, Env, EnvSpec, StaticFacts, agent_episode_length
+from envs.pixels import IMAGE_SIZE
 from envs.wrappers import build_env
 
 # registry id -> playground dm_control_suite name
@@ -117,13 +126,17 @@ def load_raw(name: str):
     return env, config
 
 
-def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None) -> Env:
+def build(
+    env_id: str, action_repeat: int = 1, episode_length: int | None = None, obs: str = "vector"
+) -> Env:
     """Build playground DMC env ``env_id`` (a key of :data:`PLAYGROUND_ENVS`).
 
     Args:
       env_id: registry id.
       action_repeat: control steps per agent step (rewards summed).
       episode_length: time limit in control steps; None = the config's (1000).
+      obs: ``vector`` (the flat float32 observation) or ``image`` (a [64, 64, 3] uint8 frame
+        rendered on the host, see the module docstring).
 
     Raises:
       ActionRepeatError: ``action_repeat`` is not an int >= 1.
@@ -138,10 +151,13 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
     obs_size = env.observation_size
     if not isinstance(obs_size, int):
         raise ValueError(f"{env_id}: expected a flat observation, got sizes {obs_size}")
+    image = obs == "image"
     spec = EnvSpec(
         env_id=env_id,
         backend="playground",
-        obs_size=int(obs_size),
+        obs_size=0 if image else int(obs_size),
+        obs_mode=obs,
+        image_shape=(*IMAGE_SIZE, 3) if image else None,
         action_size=int(env.action_size),
         discrete=False,
         episode_length=agent_limit,
@@ -160,7 +176,12 @@ def build(env_id: str, action_repeat: int = 1, episode_length: int | None = None
         state = env.step(state, env_action)
         return state, state.obs, state.reward, state.done > 0
 
-    return build_env(spec, raw_reset, raw_step)
+    if not image:
+        return build_env(spec, raw_reset, raw_step)
+    from envs.pixels import camera_of, host_pixels
+
+    pixels = host_pixels(model, camera_of(env_id), IMAGE_SIZE)
+    return build_env(spec, raw_reset, raw_step, lambda inner, where: pixels(_keep(inner), where))
 
 
 def renderer(env_id: str, action_repeat: int, size: tuple[int, int]) -> Any:
@@ -191,4 +212,8 @@ BACKEND = Backend(
     mujoco_gl=True,
     # an MJX Walker step: ~0.3 ms per env with 16 envs, ~1.1 ms alone (docs/PERFORMANCE.md)
     frame_cpu_s=1e-3,
+    obs_modes=("vector", "image"),
+    # a 64 x 64 frame drawn by Mesa's software renderer (osmesa): 25-45 ms on the 2-core box
+    # under load; ~20 ms of it the model's 2048^2 shadow map (docs/PERFORMANCE.md)
+    image_cpu_s=0.03,
 )

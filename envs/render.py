@@ -94,7 +94,7 @@ def mujoco_renderer(
     """The renderer of a MuJoCo-based env: ``model`` its ``MjModel``, ``keep`` what a frame
     reads of its state (``qpos`` and ``qvel``, optionally ``mocap_pos`` / ``mocap_quat``),
     ``dt`` the seconds of one agent step (real-time playback), ``size`` = (height, width)."""
-    return EnvRenderer(env_id, 1.0 / dt, keep, lambda: _mujoco_frames(model, *size))
+    return EnvRenderer(env_id, 1.0 / dt, keep, lambda: mujoco_frames(model, *size))
 
 
 def probe_mujoco_gl() -> None:
@@ -102,14 +102,18 @@ def probe_mujoco_gl() -> None:
     OpenGL raises when no context can be made (``MUJOCO_GL`` off, no libEGL / libOSMesa)."""
     import mujoco
 
-    with _mujoco_frames(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8) as frame:
+    with mujoco_frames(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8) as frame:
         frame({"qpos": np.zeros(0), "qvel": np.zeros(0)})
 
 
 # ------------------------------------------------------------------------- MuJoCo
 @contextlib.contextmanager
-def _mujoco_frames(model: Any, height: int, width: int) -> Iterator[Frame]:
-    """``frame(kept)`` on one ``mujoco.Renderer`` (closed on exit).
+def mujoco_frames(
+    model: Any, height: int, width: int, camera: int | None = None
+) -> Iterator[Frame]:
+    """``frame(kept)`` on one ``mujoco.Renderer`` (closed on exit), from camera id ``camera``
+    (None: the model's first camera where it has one, else MuJoCo's free camera). Videos and
+    the image observations of :mod:`envs.pixels` both draw through it.
 
     Hand-written rather than playground's ``render_array`` / brax's
     ``brax.io.image.render_array`` (the same MuJoCo calls: set the state, ``mj_forward``,
@@ -121,7 +125,8 @@ def _mujoco_frames(model: Any, height: int, width: int) -> Iterator[Frame]:
 
     gl = mujoco.Renderer(model, height=height, width=width)
     data = mujoco.MjData(model)
-    camera = 0 if model.ncam > 0 else -1
+    if camera is None:
+        camera = 0 if model.ncam > 0 else -1
 
     def frame(kept: Any) -> np.ndarray:
         data.qpos[:] = np.asarray(kept["qpos"])

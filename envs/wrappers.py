@@ -17,6 +17,12 @@ backends, ``terminated`` a true termination) and :func:`build_env` turns them in
   (``spec.episode_length``) or on a termination; ``terminated`` only on the latter;
 * never resets (:mod:`envs.autoreset` does that).
 
+With ``observe`` (an image mode drawn from the state, :mod:`envs.pixels`), the raw functions'
+observations are dropped and ``obs = observe(inner)`` is taken once per agent step, of the
+state after the last repeat, and once per reset: no frame is drawn for the repeats between.
+The env is then an :class:`envs.core.ObservedEnv` (the draw apart from the reset, for
+:mod:`envs.autoreset`).
+
 The inner state's leaf dtypes are pinned to those of the reset (weak types stripped), so
 ``step`` maps a state to a state of identical type: ``lax.scan`` and ``lax.cond`` over
 it never trip on a backend that returns a Python float reward in ``step`` only.
@@ -31,7 +37,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.bounds import check_bounds, to_env_action
-from envs.core import Env, EnvSpec, EnvState, initial_state
+from envs.core import Env, EnvSpec, EnvState, ObservedEnv, initial_state
 
 RawReset = Callable[[jax.Array], tuple[Any, Any]]
 RawStep = Callable[[Any, jax.Array, jax.Array], tuple[Any, Any, jax.Array, jax.Array]]
@@ -70,7 +76,12 @@ def like_types(tree: Any, reference: Any) -> Any:
     return jax.tree.map(cast, tree, reference)
 
 
-def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
+def build_env(
+    spec: EnvSpec,
+    raw_reset: RawReset,
+    raw_step: RawStep,
+    observe: Callable[[Any, jax.Array | None], jax.Array] | None = None,
+) -> Env:
     """An :class:`Env` from raw backend functions (see the module docstring).
 
     Args:
@@ -78,6 +89,10 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
       raw_reset: ``key -> (inner, obs)``.
       raw_step: ``(inner, env_action, key) -> (inner, obs, reward, terminated)``; reward and
         terminated are scalars (any numeric dtype).
+      observe: None, or ``(inner, where) -> obs``: the observation of a state (zeros where
+        ``where`` is False; None = draw), taken after the repeat and after a reset in place
+        of the raw functions' (an ``image_shape`` uint8 image). The env is then an
+        :class:`envs.core.ObservedEnv`.
 
     Returns:
       The Env; ``reset(key)`` splits ``key`` into the backend's reset key and the carried
@@ -96,6 +111,8 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
     limit = spec.episode_length
     image = spec.image_shape is not None  # raw obs already the uint8 image (issue 47)
     as_obs = (lambda o: jnp.asarray(o, jnp.uint8)) if image else flatten_obs
+    if observe is not None:
+        as_obs = lambda o: jnp.zeros((), jnp.uint8)  # noqa: E731 - dropped: observe() replaces it
 
     def reset(key: jax.Array) -> EnvState:
         key_reset, key_carry = jax.random.split(key)
@@ -123,10 +140,13 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
                 inner, obs, reward, terminated = one(inner, env_action, k)
                 return (inner, obs, total + reward, term | terminated), None
 
-            init = (state.inner, state.obs, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+            obs0 = state.obs if observe is None else as_obs(None)
+            init = (state.inner, obs0, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
             (inner, obs, reward, terminated), _ = jax.lax.scan(
                 body, init, jax.random.split(key_step, repeat)
             )
+        if observe is not None:  # one frame per agent step, after the repeat
+            obs = observe(inner, None)
         t = state.t + 1
         return EnvState(
             inner=inner,
@@ -138,4 +158,20 @@ def build_env(spec: EnvSpec, raw_reset: RawReset, raw_step: RawStep) -> Env:
             key=key,
         )
 
-    return Env(spec=spec, reset=reset, step=step)
+    if observe is None:
+        return Env(spec=spec, reset=reset, step=step)
+
+    def reset_unobserved(key: jax.Array) -> EnvState:
+        return reset(key).replace(obs=jnp.zeros(spec.obs_shape, jnp.uint8))
+
+    def observed_reset(key: jax.Array) -> EnvState:
+        state = reset(key)
+        return state.replace(obs=observe(state.inner, None))
+
+    return ObservedEnv(
+        spec=spec,
+        reset=observed_reset,
+        step=step,
+        reset_unobserved=reset_unobserved,
+        observe=observe,
+    )

@@ -18,11 +18,17 @@ import os
 import pathlib
 import sys
 
-os.environ.setdefault("MUJOCO_GL", "disable")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import jax  # noqa: E402  (XLA_FLAGS is read when the backend starts, not at import)
 import pytest  # noqa: E402
+
+from envs.pixels import default_mujoco_gl  # noqa: E402
+
+# OpenGL for the image observations of MuJoCo envs (tests/envs/test_pixels.py), chosen before
+# anything imports mujoco: osmesa on a CPU box with libOSMesa (`make install` installs it),
+# egl with an NVIDIA driver, disable where no library is found (those tests then skip).
+os.environ.setdefault("MUJOCO_GL", default_mujoco_gl())
 
 from launcher.loop.program import FAST_COMPILE, xla_flags  # noqa: E402
 

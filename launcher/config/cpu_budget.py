@@ -8,7 +8,8 @@ what it knows and the agent does not:
 
 * how many evaluations the protocol runs (:func:`evaluations`),
 * the env's stepping (the env frames of training and evaluation, at the CPU seconds per
-  frame its backend declares: ``envs.core.Backend.frame_cpu_s``, :func:`frame_cpu_s`),
+  frame its backend declares: ``envs.core.Backend.frame_cpu_s``, :func:`frame_cpu_s`; plus
+  a host-rendered image per agent step in ``env.obs=image``, :func:`image_cpu_s`),
 * the compile (halved under ``protocol.fast_compile``, docs/launcher.md) and the launch's
   own start (:data:`LAUNCH_S`),
 * the seeds spread over the cores this process may use.
@@ -95,6 +96,15 @@ def frame_cpu_s(backend: str) -> float:
     return declared.frame_cpu_s if declared is not None else 0.0
 
 
+def image_cpu_s(backend: str, obs_mode: str) -> float:
+    """CPU seconds per image observation of one env (a host render, once per agent step),
+    as its backend declares; 0 for vector observations."""
+    import envs
+
+    declared = envs.backends().get(backend)
+    return declared.image_cpu_s if declared is not None and obs_mode == "image" else 0.0
+
+
 def usable_cores() -> int:
     """The cores this process may run on (``taskset`` / cgroup affinity), not the machine's."""
     try:
@@ -120,7 +130,10 @@ def estimate(
     cost = tables.cpu_cost(spec.agent, facts, p.n_timesteps)
     n_evals = evaluations(p)
     frames = p.n_timesteps + n_evals * spec.protocol.eval_episodes * facts.episode_length
-    env_s = frames * facts.action_repeat * frame_cpu_s(facts.backend)
+    env_s = frames * (
+        facts.action_repeat * frame_cpu_s(facts.backend)
+        + image_cpu_s(facts.backend, facts.obs_mode)
+    )
     seed_s = cost.train_s + n_evals * cost.eval_s + env_s
     fixed = cost.compile_s * (FAST_COMPILE if p.fast_compile else 1.0) + LAUNCH_S
     return CpuEstimate(

@@ -115,12 +115,24 @@ def make_env(spec: RunSpec, make: MakeEnv | None = None) -> Any:
         make = default_make_env if spec.env.factory is None else custom_make_env(spec.env.factory)
         if spec.env.obs != "vector":  # envs.make's mode; injected builders keep 3 arguments
             make = functools.partial(default_make_env, obs=spec.env.obs)
+            _ensure_gl(spec)
     try:
         env = make(spec.env.id, spec.env.action_repeat, spec.env.episode_length)
     except ValueError as err:  # an injected builder's own refusal
         raise ConfigError(f"env: {err}") from None
     check_compatible(spec.entry, env.spec)
     return env
+
+
+def _ensure_gl(spec: RunSpec) -> None:
+    """An image env drawn by MuJoCo's renderer (playground, envs.pixels) needs OpenGL, chosen
+    before mujoco is imported (ConfigError when none starts)."""
+    import envs
+
+    if envs.backends()[envs.backend_of(spec.env.id)].mujoco_gl:
+        from launcher.tools.video import ensure_mujoco_gl
+
+        ensure_mujoco_gl(f"env={spec.env.id} env.obs={spec.env.obs}")
 
 
 def make_agent(spec: RunSpec, env: Any, total_env_steps: int | None = None) -> Agent:

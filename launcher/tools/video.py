@@ -12,10 +12,10 @@ into an MP4 as it is drawn. Files::
 written with imageio-ffmpeg, whose wheel ships the ffmpeg binary (no system package).
 
 Renderers (:mod:`envs.render`): Playground and brax envs through MuJoCo's renderer, which
-needs OpenGL: ``MUJOCO_GL=egl`` (set here when ``MUJOCO_GL`` is unset; libEGL with a Mesa
-or NVIDIA driver) or ``MUJOCO_GL=osmesa`` (libOSMesa); gymnax classic control through
-gymnax's own render path (Gymnasium's, pygame-ce). A missing renderer is one ConfigError
-naming the package or setting, found before the checkpoint is restored.
+needs OpenGL: ``MUJOCO_GL=egl`` (libEGL with a Mesa or NVIDIA driver) or ``MUJOCO_GL=osmesa``
+(libOSMesa), chosen here when ``MUJOCO_GL`` is unset (:func:`ensure_mujoco_gl`); gymnax
+classic control through gymnax's own render path (Gymnasium's, pygame-ce). A missing renderer
+is one ConfigError naming the package or setting, found before the checkpoint is restored.
 """
 
 from __future__ import annotations
@@ -134,9 +134,9 @@ def print_videos(out: dict[str, Any]) -> int:
 
 def check_renderer(backend: str) -> None:
     """Refuse, before anything is restored, a backend that cannot be rendered here; for
-    MuJoCo backends pick ``MUJOCO_GL=egl`` when unset (before mujoco is imported) and
-    start a renderer once. ConfigError naming the missing package or setting."""
-    from envs.render import MUJOCO_BACKENDS, RENDERED_BACKENDS, probe_mujoco_gl
+    MuJoCo backends: :func:`ensure_mujoco_gl`. ConfigError naming the missing package or
+    setting."""
+    from envs.render import MUJOCO_BACKENDS, RENDERED_BACKENDS
 
     if backend not in RENDERED_BACKENDS:
         raise ConfigError(
@@ -149,17 +149,28 @@ def check_renderer(backend: str) -> None:
         for name, value in _PYGAME_QUIET.items():
             os.environ.setdefault(name, value)
         return
+    ensure_mujoco_gl("--video")
+
+
+def ensure_mujoco_gl(purpose: str) -> None:
+    """Make MuJoCo's renderer usable in this process for ``purpose`` (``--video``,
+    ``env.obs=image``): with ``MUJOCO_GL`` unset and mujoco not imported yet, set it to
+    :func:`envs.pixels.default_mujoco_gl` (NVIDIA egl, else osmesa, else Mesa egl), then start
+    a renderer once. ConfigError naming the setting and the package to install."""
+    from envs.pixels import default_mujoco_gl
+    from envs.render import probe_mujoco_gl
+
     setting = os.environ.get("MUJOCO_GL")
     if setting is None and "mujoco" not in sys.modules:
-        os.environ["MUJOCO_GL"] = setting = "egl"  # headless OpenGL; mujoco reads it on import
+        os.environ["MUJOCO_GL"] = setting = default_mujoco_gl()  # mujoco reads it on import
     if (setting or "").strip().lower() in _GL_OFF:
-        raise ConfigError(f"--video: MUJOCO_GL={setting} turns MuJoCo's renderer off; {GL_FIX}")
+        raise ConfigError(f"{purpose}: MUJOCO_GL={setting} turns MuJoCo's renderer off; {GL_FIX}")
     try:
         probe_mujoco_gl()
     except Exception as err:  # noqa: BLE001 - whatever OpenGL raises, there is no renderer
         why = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConfigError(
-            f"--video: MuJoCo's renderer cannot start with MUJOCO_GL={setting or '(unset)'} "
+            f"{purpose}: MuJoCo's renderer cannot start with MUJOCO_GL={setting or '(unset)'} "
             f"({why}); {GL_FIX}"
         ) from None
 

@@ -8,11 +8,16 @@ observed as its 10 x 10 x 4 grid image (``env.obs=image``; a CNN sized to it,
   in-process run compiled, from the session's persistent compilation cache), as
   ``test_launcher_games.py`` does for the vector env;
 * TD-MPC2 refuses it in one line for its discrete actions (images it takes since issue 48:
-  ``test_launcher_tdmpc2_pixels.py``).
+  ``test_launcher_tdmpc2_pixels.py``);
+* the DMC vision command, ``python -m launcher agent=dreamerv3 env=cartpole_balance
+  env.obs=image protocol=smoke`` (64 x 64 x 3 frames drawn on the host, envs/pixels.py; the
+  reference's CNN at its default size), with ``MUJOCO_GL`` unset: the launcher picks the GL.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 
 import numpy as np
@@ -33,6 +38,16 @@ IMAGE = [
     "env.obs=image",
     "agent.cnn_mults=[1,2]",
     "agent.cnn_minres=5",
+]
+
+
+DMC_IMAGE = [
+    "agent=dreamerv3",
+    "env=cartpole_balance",
+    "env.obs=image",
+    "protocol=smoke",
+    "logger=disabled",
+    "logger.progress=false",
 ]
 
 
@@ -75,3 +90,26 @@ def test_tdmpc2_refuses_the_discrete_image_env():
     with pytest.raises(ConfigError, match="has discrete actions") as err:
         build.precheck(spec)
     assert "observed as images" not in str(err.value)  # images are no longer refused
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("MUJOCO_GL") == "disable", reason="no OpenGL: apt-get install libosmesa6"
+)
+def test_dmc_image_smoke_from_the_command_line(tmp_path):
+    run_dir = tmp_path / "cartpole"
+    # MUJOCO_GL="" leaves it unset in the launcher (real_agents drops empty values)
+    launcher(*DMC_IMAGE, f"hydra.run.dir={run_dir}", cwd=tmp_path, MUJOCO_GL="")
+    train = [r for r in rows(run_dir) if r["kind"] == "train"]
+    assert [r["timestep"] for r in train] == [20, 40]
+    assert train[-1]["Train/n_updates"] > 0 and np.isfinite(train[-1]["Train/loss"])
+    assert np.isfinite(rows(run_dir)[-1]["Eval/episodic mean reward"])
+    spec = json.loads((run_dir / "run.json").read_text())["env_spec"]
+    assert (spec["obs_mode"], spec["image_shape"], spec["obs_size"]) == ("image", [64, 64, 3], 0)
+
+
+def test_dmc_image_without_opengl_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "disable")
+    spec = compose_spec(DMC_IMAGE)
+    with pytest.raises(ConfigError, match="env.obs=image: MUJOCO_GL=disable turns MuJoCo's"):
+        build.make_env(spec)

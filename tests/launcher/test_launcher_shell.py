@@ -354,7 +354,7 @@ def test_the_readme_says_what_the_project_does_not_do_yet():
     section = text.split(head)[1].split("\n## ")[0]
     items = re.split(r"\n- ", section)[1:]
     assert len(items) >= 6
-    for topic in ("Images on device only", "game suites", "own env", "released checkpoints"):
+    for topic in ("Images only for DreamerV3", "game suites", "own env", "released checkpoints"):
         assert topic in section, topic
     assert "Vector observations only" not in section  # images came with issue 47
     for item in items:
