@@ -354,9 +354,10 @@ def test_the_readme_says_what_the_project_does_not_do_yet():
     section = text.split(head)[1].split("\n## ")[0]
     items = re.split(r"\n- ", section)[1:]
     assert len(items) >= 6
-    for topic in ("Images only for DreamerV3", "game suites", "own env", "released checkpoints"):
+    for topic in ("DMC vision at CPU speed only", "game suites", "own env", "released checkpoints"):
         assert topic in section, topic
     assert "Vector observations only" not in section  # images came with issue 47
+    assert "Images only for DreamerV3" not in section  # TD-MPC2 pixels came with issue 48
     for item in items:
         cited = re.findall(r"docs/[\w.]+\.md|deviation D\d+|Environments below", item)
         assert cited, item
