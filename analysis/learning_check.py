@@ -211,7 +211,11 @@ def dreamerv3_table(run_dir: Path | str) -> str:
     lines = [
         line("rows", [f"{first_evals[c]['timestep']:,}" for c in chunks]),
         "|---" * (len(chunks) + 1) + "|",
-        line("updates per seed", [f"{first_train[c]['Train/n_updates']:,}" for c in chunks]),
+        # an evaluation before any training (eval at start: timestep 0) has no train row
+        line(
+            "updates per seed",
+            [num(first_train.get(c, {}).get("Train/n_updates"), ",") for c in chunks],
+        ),
     ]
     for key, label, fmt in (
         ("Eval/episodic mean reward", "eval", ".1f"),

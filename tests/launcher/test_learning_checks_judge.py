@@ -90,6 +90,18 @@ def test_table_has_a_column_per_eval_and_blanks_where_no_episode_ended(tmp_path)
     assert lines[-1] == "| chunk wall (s) | 900 | 900 | 900 |"
 
 
+def test_table_leaves_the_eval_at_start_without_updates(tmp_path):
+    # a run evaluated before training (timestep 0, chunk 0) has no train row for that column
+    run = write_run(tmp_path, {0: [5.0, 6.0]})
+    path = run / "metrics" / "seed_0.jsonl"
+    start = {"kind": "eval", "chunk": 0, "timestep": 0, "Eval/episodic mean reward": 0.5}
+    path.write_text(json.dumps(start) + "\n" + path.read_text())
+    lines = checks.dreamerv3_table(str(run)).splitlines()
+    assert lines[0] == "| rows | 0 | 2,000 | 4,000 |"
+    assert lines[2] == "| updates per seed |  | 481 | 1,481 |"
+    assert lines[3] == "| seed 0: eval | 0.5 | 5.0 | 6.0 |"
+
+
 def test_table_names_the_problem_for_a_dir_without_metrics(tmp_path):
     with pytest.raises(SystemExit, match="no metrics/seed_"):
         checks.dreamerv3_table(str(tmp_path))
