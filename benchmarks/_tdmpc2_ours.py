@@ -41,7 +41,7 @@ def analytic_flops(cfg: TDMPC2Config, obs: int, act: int, image: bool = False) -
 
     Backward = 2x forward (weight and input gradients) where parameters are trained; the
     policy loss back-propagates through the (frozen) Q only to its input (1x). ``image``:
-    the encoder is the pixel convolutions (:func:`conv_flops`, ``cfg.num_channels``). The
+    the encoder is the pixel convolutions (:func:`conv_flops`, ``cfg.conv_channels``). The
     reference evaluates *all* ``num_q`` members where it then uses two (TD target, policy
     loss, planner value); we evaluate only the drawn pair (deviation T40): at size 1
     (num_q = 2) the counts agree, at size 5 (num_q = 5) the reference does more work.
@@ -54,7 +54,7 @@ def analytic_flops(cfg: TDMPC2Config, obs: int, act: int, image: bool = False) -
     def mlp(dims):
         return 2 * sum(a * b for a, b in zip(dims[:-1], dims[1:], strict=True))
 
-    f_enc = conv_flops(PIXELS, cfg.num_channels) if image else mlp([obs] + [e] * enc_hidden + [L])
+    f_enc = conv_flops(PIXELS, cfg.conv_channels) if image else mlp([obs] + [e] * enc_hidden + [L])
     f_dyn = mlp([L + act, m, m, L])
     f_q = mlp([L + act, m, m, K])  # reward head has the same shape
     f_pi = mlp([L, m, m, 2 * act])

@@ -81,9 +81,11 @@ class TDMPC2Config:
     n_envs: int = bounded(1, low=1)
     eval_episodes: int = 10
     # observations (issue 48): "state" (flat vector, MLP encoder) or "rgb" (a 64x64 frame stack,
-    # the reference's conv encoder, layers.py:125-150); num_channels: its conv width
+    # the reference's conv encoder, layers.py:125-150); num_channels: its conv width, 0 =
+    # latent_dim / 16 so that its 16 x num_channels features fill the latent (T53: the
+    # reference's fixed 32 fits only latent 512, its size 5)
     obs: str = added_later("state", since="issue 48")
-    num_channels: int = added_later(32, since="issue 48", low=1)
+    num_channels: int = added_later(0, since="issue 48", low=0)
     resolved: bool = False  # set by resolve(); resolving twice is a no-op
 
     def __post_init__(self) -> None:
@@ -122,6 +124,12 @@ class TDMPC2Config:
         """The rules that need the run's length (agent_api): whole ticks of the
         ``n_envs`` envs (ValueError)."""
         check_lockstep_envs(self.n_envs, n_timesteps)
+
+    @property
+    def conv_channels(self) -> int:
+        """The pixel encoder's width: ``num_channels``, or ``latent_dim // 16`` when 0 (T53;
+        32 at size 5, the reference's). Needs a resolved config (``latent_dim`` filled)."""
+        return self.num_channels or self.latent_dim // 16
 
     def resolve(self, episode_length: int, action_size: int) -> TDMPC2Config:
         """Fill widths from the preset and the env-derived values (module docstring)."""

@@ -96,7 +96,7 @@ def call_seconds(cfg: TDMPC2Config, obs: int, act: int, image: bool = False) -> 
     update_s = UPDATE_FLOOR_S + f["update"] * (w + UPDATE_W0) / (UPDATE_PEAK * w)
     plan_s = PLAN_FLOOR_S + f["plan"] * (w + PLAN_W0) / (PLAN_PEAK * w)
     if image:
-        per_image = conv_flops(PIXEL_STACK, cfg.num_channels) / CONV_RATE
+        per_image = conv_flops(PIXEL_STACK, cfg.conv_channels) / CONV_RATE
         H, B = cfg.horizon, cfg.batch_size
         update_s += (H * B + 3 * B) * per_image  # encode(obs[1:]) + encode(obs[0]) fwd/bwd
         plan_s += per_image

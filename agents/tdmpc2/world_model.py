@@ -118,15 +118,16 @@ class WorldModel:
                 "the envs do not give pixel observations yet)"
             )
         if self.image_shape is not None:
-            features = 16 * self.cfg.num_channels  # 64 -> 29 -> 13 -> 6 -> 4 (layers.py:133-136)
+            features = 16 * self.cfg.conv_channels  # 64 -> 29 -> 13 -> 6 -> 4 (layers.py:133-136)
             if tuple(self.image_shape[:2]) != (64, 64):
                 raise ValueError(f"pixel models take 64x64 images, got {self.image_shape}")
             if features != self.cfg.latent_dim:
                 # the reference builds such a model but fails in its first dynamics call
                 raise ValueError(
                     f"the conv encoder emits 16 x num_channels = {features} features but "
-                    f"latent_dim = {self.cfg.latent_dim}; choose agent.num_channels = "
-                    f"latent_dim / 16 or agent.latent_dim = {features}"
+                    f"latent_dim = {self.cfg.latent_dim}; leave agent.num_channels unset (0: "
+                    f"latent_dim / 16, T53) with a latent_dim that is a multiple of 16, or set "
+                    f"agent.latent_dim = {features}"
                 )
             if self.num_tasks:
                 raise ValueError("the reference has no multi-task pixel model (docs/design.md)")
@@ -148,7 +149,7 @@ class WorldModel:
     def encoder_module(self) -> MLPHead | PixelEncoder:
         c = self.cfg
         if self.image_shape is not None:
-            return PixelEncoder(c.num_channels, c.simnorm_dim)
+            return PixelEncoder(c.conv_channels, c.simnorm_dim)
         return MLPHead(max(c.num_enc_layers - 1, 1), c.enc_dim, c.latent_dim, c.simnorm_dim)
 
     @property

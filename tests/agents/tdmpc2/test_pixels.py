@@ -120,15 +120,18 @@ def _pixel_wm(size: int, **kw) -> WorldModel:
 def test_param_counts_match_reference(size):
     ref = json.loads((FIXTURES / "tdmpc2_pixel_param_counts.json").read_text())["sizes"][size]
     if size == "1":
-        # the reference builds it, but its 512 conv features meet 128-wide heads (recorded)
+        # the reference builds it, but its 512 conv features meet 128-wide heads (recorded);
+        # its width 32 is refused here, and the default (T53) is latent_dim / 16 = 8
         assert ref["encode_then_next_runs"].startswith("no")
         with pytest.raises(ValueError, match="num_channels"):
-            _pixel_wm(1)
+            _pixel_wm(1, num_channels=32)
         # num_channels 8 -> 128 features = latent_dim: the heads are then the reference's
-        wm = _pixel_wm(1, num_channels=8)
+        wm = _pixel_wm(1)
+        assert wm.cfg.conv_channels == 8 and _pixel_wm(1, num_channels=8).cfg.conv_channels == 8
         enc_ref = (9 * 8 * 49 + 8) + (8 * 8 * 25 + 8) + 2 * (8 * 8 * 9 + 8)
     else:
-        wm = _pixel_wm(5)
+        wm = _pixel_wm(5)  # the default width at latent 512 is the reference's 32
+        assert wm.cfg.conv_channels == 32 == ref["widths"]["num_channels"]
         enc_ref = ref["modules"]["_encoder"]
     params = jax.eval_shape(wm.init, jax.random.key(0))
     ours = {k: count_params(params[k]) for k in ("encoder", "dynamics", "reward", "pi", "qs")}
