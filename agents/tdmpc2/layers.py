@@ -153,17 +153,20 @@ def shift_crop(x: jax.Array, shift: jax.Array) -> jax.Array:
     whose top-left corner is ``(y, x)``. The reference samples the padded image with
     ``grid_sample`` (bilinear, ``align_corners=False``) at grid points that are pixel centres
     up to float rounding; here the window is cut out exactly (T51).
+
+    Pad and window move ``x``'s own dtype (uint8 frames: a quarter of float32's bytes) and the
+    float32 cast comes last: pure data movement, so the values are the same in either order.
     """
     p = SHIFT_PAD
     *batch, s, s2, c = x.shape
-    flat = x.reshape(-1, s, s2, c).astype(jnp.float32)
+    flat = x.reshape(-1, s, s2, c)
     padded = jnp.pad(flat, ((0, 0), (p, p), (p, p), (0, 0)), mode="edge")
     sh = shift.reshape(-1, 2)
 
     def one(img: jax.Array, xy: jax.Array) -> jax.Array:
         return jax.lax.dynamic_slice(img, (xy[1], xy[0], 0), (s, s2, c))
 
-    return jax.vmap(one)(padded, sh).reshape(*batch, s, s2, c)
+    return jax.vmap(one)(padded, sh).reshape(*batch, s, s2, c).astype(jnp.float32)
 
 
 def pixel_preprocess(x: jax.Array) -> jax.Array:

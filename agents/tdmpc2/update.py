@@ -265,7 +265,9 @@ def update(
     del cfg  # == wm.cfg; kept in the signature for callers that pass both
     c = wm.cfg
     wm_tx, pi_tx = make_optimizers(c)
-    obs = jnp.asarray(_get(batch, "obs"), jnp.float32)
+    obs = jnp.asarray(_get(batch, "obs"))
+    if wm.image_shape is None:  # pixel stacks stay uint8 up to the crop (shift_crop casts)
+        obs = obs.astype(jnp.float32)
     action = jnp.asarray(_get(batch, "action"), jnp.float32)
     reward = jnp.asarray(_get(batch, "reward"), jnp.float32)
     params = state.params
