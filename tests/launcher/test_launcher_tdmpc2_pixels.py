@@ -1,13 +1,16 @@
 """TD-MPC2 from pixels under ``protocol=smoke`` (issue 48): the pixel probe observed as 64 x 64
 RGB images (``env=probe_pixel_point env.obs=image``), the smoke agent with a one-channel conv
-encoder (``agent.num_channels=1``: 16 features = the smoke preset's ``latent_dim``), 40 rows
-in 2 chunks of one 20-step episode:
+encoder (the default width, latent_dim / 16 = 1: T53), 40 rows in 2 chunks of one 20-step
+episode:
 
 * in process: the replay holds the env's uint8 frames, the run trains and evaluates;
 * ``python -m launcher ...`` killed with SIGKILL after its second chunk trained and relaunched:
   its metrics rows equal the in-process run's (the subprocesses load the programs the
   in-process run compiled, from the session's persistent compilation cache), as
-  ``test_launcher_image_envs.py`` does for DreamerV3.
+  ``test_launcher_image_envs.py`` does for DreamerV3;
+* a DMC task from pixels, ``python -m launcher agent=tdmpc2 env=cartpole_balance env.obs=image
+  protocol=smoke`` (frames drawn on the host, envs/pixels.py), through the command line's
+  ``main`` in this process.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import numpy as np
 import pytest
 from real_agents import launcher, rows
 
-from launcher.cli import compose_spec
+from launcher.cli import compose_spec, main
 from launcher.loop.run import run
 
 PIXELS = [
@@ -27,7 +30,6 @@ PIXELS = [
     "logger=disabled",
     "env=probe_pixel_point",
     "env.obs=image",
-    "agent.num_channels=1",
 ]
 
 
@@ -58,3 +60,15 @@ def test_pixel_probe_killed_then_relaunched_is_bit_identical(pixel_run, tmp_path
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     launcher(*args, cwd=tmp_path)
     assert rows(run_dir) == rows(pixel_run.run_dir)
+
+
+@pytest.mark.slow
+def test_dmc_pixels_smoke_from_the_command_line(tmp_path, capsys):
+    run_dir = tmp_path / "cartpole"
+    args = ["agent=tdmpc2", "env=cartpole_balance", "env.obs=image", "protocol=smoke"]
+    args += ["logger=disabled", "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    assert main([*args, f"hydra.run.dir={run_dir}"]) == 0, capsys.readouterr().err[-2000:]
+    train = [r for r in rows(run_dir) if r["kind"] == "train"]
+    assert [r["timestep"] for r in train] == [20, 40]
+    assert train[-1]["Train/n_updates"] > 0 and np.isfinite(train[-1]["Train/total_loss"])
+    assert np.isfinite(rows(run_dir)[-1]["Eval/episodic mean reward"])
