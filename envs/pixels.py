@@ -19,7 +19,7 @@ Camera (:func:`camera_of`): the references' rule, DreamerV3 ``embodied/envs/dmc.
 64 x 64 (DreamerV3 ``size=(64, 64)``, TD-MPC2 ``Pixels(size=64)``).
 
 OpenGL (:func:`default_mujoco_gl`): MuJoCo picks its GL from ``MUJOCO_GL`` when ``mujoco``
-is first imported; the launcher (:func:`launcher.tools.video.ensure_mujoco_gl`) and the test
+is first imported; the launcher (:func:`launcher.tools.gl.ensure_mujoco_gl`) and the test
 session set it from here before that.
 """
 

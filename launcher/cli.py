@@ -147,6 +147,7 @@ def _derived_note(spec: Any) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m launcher``; returns the exit status."""
     from launcher.loop import sweep_status
+    from launcher.tools.gl import choose_mujoco_gl
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = flags(argv)
@@ -163,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     specs = []
+    if not special:
+        choose_mujoco_gl()  # before any check builds an env (mujoco reads it on import)
     if not (special or custom):
         try:
             if args.multirun:  # the jobs: checked by the sweeper (launcher/config/sweeper.py)

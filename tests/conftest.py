@@ -25,7 +25,7 @@ import pytest  # noqa: E402
 
 from envs.pixels import default_mujoco_gl  # noqa: E402
 
-# OpenGL for the image observations of MuJoCo envs (tests/envs/test_pixels.py), chosen before
+# OpenGL for the image observations of MuJoCo envs (tests/envs/test_env_pixels.py), chosen before
 # anything imports mujoco: osmesa on a CPU box with libOSMesa (`make install` installs it),
 # egl with an NVIDIA driver, disable where no library is found (those tests then skip).
 os.environ.setdefault("MUJOCO_GL", default_mujoco_gl())

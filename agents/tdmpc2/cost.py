@@ -44,7 +44,8 @@ SOURCE = "agents/tdmpc2/cost.py: FLOPs at CPU rates measured at widths 128 to 51
 # MLP part by the fit above (0.39 s) over its 1,536 image passes of 33.3 MFLOP. One
 # measurement: a first figure, not a fit.
 CONV_RATE = 7.3e9
-PIXEL_STACK = (64, 64, 9)  # the pixel model's input: 3 stacked 64 x 64 RGB frames (§7.7)
+# the pixel model's input: 3 stacked 64 x 64 RGB frames (docs/design.md §7.7)
+PIXEL_STACK = (64, 64, 9)
 
 
 def conv_flops(image_shape: tuple[int, int, int], channels: int) -> int:

@@ -130,7 +130,7 @@ def _ensure_gl(spec: RunSpec) -> None:
     import envs
 
     if envs.backends()[envs.backend_of(spec.env.id)].mujoco_gl:
-        from launcher.tools.video import ensure_mujoco_gl
+        from launcher.tools.gl import ensure_mujoco_gl
 
         ensure_mujoco_gl(f"env={spec.env.id} env.obs={spec.env.obs}")
 

@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     from launcher.loop.cache import enable_compile_cache
+    from launcher.tools.gl import choose_mujoco_gl
+
+    choose_mujoco_gl()  # before the run's env is built: an image env renders to evaluate
 
     enable_compile_cache()  # as a launch does: a second evaluation loads its programs
     try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +29,9 @@ from typing import Any
 
 from launcher.errors import ConfigError
 from launcher.store.restore import restore_run
+from launcher.tools.gl import ensure_mujoco_gl
 
 VIDEO_SALT = 0x71DE0
-GL_FIX = (
-    "run with MUJOCO_GL=egl (libEGL and a Mesa or NVIDIA EGL driver: apt install libegl1 "
-    "libegl-mesa0) or MUJOCO_GL=osmesa (apt install libosmesa6)"
-)
-_GL_OFF = ("disable", "disabled", "off", "false", "0")
 _PYGAME_QUIET = {
     "SDL_VIDEODRIVER": "dummy",
     "SDL_AUDIODRIVER": "dummy",
@@ -150,29 +145,6 @@ def check_renderer(backend: str) -> None:
             os.environ.setdefault(name, value)
         return
     ensure_mujoco_gl("--video")
-
-
-def ensure_mujoco_gl(purpose: str) -> None:
-    """Make MuJoCo's renderer usable in this process for ``purpose`` (``--video``,
-    ``env.obs=image``): with ``MUJOCO_GL`` unset and mujoco not imported yet, set it to
-    :func:`envs.pixels.default_mujoco_gl` (NVIDIA egl, else osmesa, else Mesa egl), then start
-    a renderer once. ConfigError naming the setting and the package to install."""
-    from envs.pixels import default_mujoco_gl
-    from envs.render import probe_mujoco_gl
-
-    setting = os.environ.get("MUJOCO_GL")
-    if setting is None and "mujoco" not in sys.modules:
-        os.environ["MUJOCO_GL"] = setting = default_mujoco_gl()  # mujoco reads it on import
-    if (setting or "").strip().lower() in _GL_OFF:
-        raise ConfigError(f"{purpose}: MUJOCO_GL={setting} turns MuJoCo's renderer off; {GL_FIX}")
-    try:
-        probe_mujoco_gl()
-    except Exception as err:  # noqa: BLE001 - whatever OpenGL raises, there is no renderer
-        why = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ConfigError(
-            f"{purpose}: MuJoCo's renderer cannot start with MUJOCO_GL={setting or '(unset)'} "
-            f"({why}); {GL_FIX}"
-        ) from None
 
 
 def _renderer(env_config: dict[str, Any]) -> Any:

@@ -18,7 +18,6 @@ precision), so a program compiled by one launch is loaded by the next.
 
 from __future__ import annotations
 
-import ctypes.util
 import json
 import os
 
@@ -34,6 +33,7 @@ from real_agents import (
     rows,
 )
 
+from envs.pixels import default_mujoco_gl
 from launcher.cli import compose_spec
 from launcher.loop.run import run
 from launcher.store.checkpoint import fingerprint, to_raw
@@ -80,7 +80,9 @@ def test_playground_smoke_runs_and_its_checkpoint_restores(cartpole_balance):
 @pytest.mark.slow
 def test_playground_episode_video(cartpole_balance, monkeypatch, capsys):
     """``python -m launcher.evaluate RUN --video`` on the Playground run: MuJoCo's renderer
-    with EGL (in a subprocess: this session imported MuJoCo with MUJOCO_GL=disable)."""
+    with the GL the launcher picks when ``MUJOCO_GL`` is unset (NVIDIA egl, else osmesa, else
+    Mesa egl: envs.pixels.default_mujoco_gl), in a subprocess (this session's MuJoCo is
+    imported already)."""
     run_dir = cartpole_balance[0]
     # rendering switched off: one error line naming the setting and the fix, nothing written
     monkeypatch.setenv("MUJOCO_GL", "disable")
@@ -89,14 +91,10 @@ def test_playground_episode_video(cartpole_balance, monkeypatch, capsys):
     assert err.startswith("error: --video: MUJOCO_GL=disable turns MuJoCo's renderer off")
     assert "MUJOCO_GL=egl" in err and "apt install libegl1" in err
     assert not (run_dir / "videos").exists()
-    if ctypes.util.find_library("EGL") is None:
-        pytest.skip("MuJoCo's EGL renderer needs libEGL: apt install libegl1 libegl-mesa0")
-    proc = launcher(
-        str(run_dir),
-        "--video",
-        cwd=run_dir.parent,
-        module="launcher.evaluate",
-        MUJOCO_GL="egl",
+    if default_mujoco_gl() == "disable":
+        pytest.skip("no OpenGL library: apt install libosmesa6 (make install does, as root)")
+    proc = launcher(  # MUJOCO_GL="" leaves it unset (real_agents drops empty values)
+        str(run_dir), "--video", cwd=run_dir.parent, module="launcher.evaluate", MUJOCO_GL=""
     )
     path = run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4"
     assert f"over 10 steps, 11 frames at 50 fps -> {path}" in proc.stdout, proc.stdout
