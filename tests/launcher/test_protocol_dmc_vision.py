@@ -12,11 +12,10 @@ checked against a rebuild from it.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+from reference_configs import check_pinned, reference_text
 
 import envs
 from agents.dreamerv3.cost import accelerator_cost, train_flops
@@ -25,9 +24,7 @@ from analysis import paper_curves
 from launcher.cli import compose_spec
 from launcher.tools import dry_run
 
-REFERENCE_GIT = Path("/work/.mirror/danijar+dreamerv3/repo")
 SCORES = Path("/root/refs/dreamerv3-ref/scores")  # the reference checkout (2411f7d's file)
-COMMIT = "29eb964"
 AGENT = {"name": "dreamerv3", "entry": "agents.dreamerv3.entry:ENTRY"}
 
 # (key path in the YAML, value, line of configs.yaml@29eb964 that sets it)
@@ -46,28 +43,9 @@ DMC_VISION = {
 }
 
 
-def reference_text() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(REFERENCE_GIT), "show", f"{COMMIT}:dreamerv3/configs.yaml"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip("the reference's snapshot is not on this machine")
-
-
 def test_the_pinned_values_are_the_reference_files():
-    text = reference_text()
-    config, lines = yaml.safe_load(text), text.splitlines()
-    for path, (value, line) in DMC_VISION.items():
-        node = config
-        for key in path:
-            node = node[key]
-        got = float(node) if isinstance(value, float) else node  # YAML reads 6e5 as a str
-        assert got == value, path
-        assert path[-1].split(".")[-1].strip("*\\") in lines[line - 1], (path, line)
+    check_pinned(DMC_VISION)
+    lines = reference_text().splitlines()
     # the block's size is size12m (a YAML merge of its anchor)
     assert lines[239].strip() == "<<: *size12m" and lines[147].startswith("size12m: &size12m")
 
