@@ -83,22 +83,30 @@ def find_runs(paths: Sequence[Path | str]) -> list[Path]:
 
 
 def registered_spec(
-    agent: str, env_id: str, budget: int, action_repeat: int = 2, protocol: str = "paper"
+    agent: str,
+    env_id: str,
+    budget: int,
+    action_repeat: int = 2,
+    protocol: str = "paper",
+    obs: str = "vector",
 ) -> Any:
     """The RunSpec of the registered paper run of ``agent`` on ``env_id``: ``agent=A
-    env=E protocol=P`` (the paper's ``PaperReference.protocol``) for ``budget`` env frames
-    (ConfigError if it does not compose)."""
+    env=E protocol=P`` (the paper's ``PaperReference.protocol``) for ``budget`` env frames,
+    observed as ``obs`` (the paper's ``PaperReference.obs``; ``env.obs=O`` unless vector,
+    e.g. TD-MPC2's pixel curves on protocol=paper) (ConfigError if it does not compose)."""
     steps = budget // action_repeat
-    return compose_spec(
-        [f"agent={agent}", f"env={env_id}", f"protocol={protocol}", f"protocol.n_timesteps={steps}"]
-    )
+    overrides = [f"agent={agent}", f"env={env_id}", f"protocol={protocol}"]
+    overrides.append(f"protocol.n_timesteps={steps}")
+    # the default mode is no override: a vector run's identity keeps no obs key
+    overrides += [f"env.obs={obs}"] if obs != "vector" else []
+    return compose_spec(overrides)
 
 
 def registered_identity(
-    agent: str, env_id: str, budget: int, protocol: str = "paper"
+    agent: str, env_id: str, budget: int, protocol: str = "paper", obs: str = "vector"
 ) -> dict[str, Any]:
     """The identity of :func:`registered_spec`."""
-    return identity(registered_spec(agent, env_id, budget, protocol=protocol))
+    return identity(registered_spec(agent, env_id, budget, protocol=protocol, obs=obs))
 
 
 def deviations(stored: dict[str, Any], registered: dict[str, Any]) -> list[str]:
@@ -138,7 +146,7 @@ def judge_run(run_dir: Path) -> tuple[Any, Any]:
     if ref is not None:
         try:
             protocol = paper_curves.protocol_of(section, obs)
-            registered = registered_identity(agent, env_id, budget, protocol)
+            registered = registered_identity(agent, env_id, budget, protocol, obs)
             reasons = deviations(ident, registered)
         except ConfigError as err:
             reasons = [f"no registered paper composition ({err})"]

@@ -11,7 +11,8 @@ checked (check: exit 1 when the committed table differs; 2 for bad input) with::
     python -m analysis paper-curves check --agent NAME --src reference_results
 
 ``--obs image`` picks an agent's curves of another observation mode (DreamerV3's DMC vision,
-``--src`` the reference's ``scores/`` folder: its source is not shipped).
+``--src`` the reference's ``scores/`` folder; TD-MPC2's DMC pixels, ``--src`` the reference's
+``results/`` folder: neither source is shipped).
 
 Readers of the source formats (:data:`READERS`): ``scores_json_gz`` (a gzip'd JSON list
 of ``{task, method, seed, xs, ys}``) and ``csv_per_task`` (``<task>.csv`` with columns

@@ -13,7 +13,7 @@ from agent_api import AcceleratorCost, AgentEntry, AgentTables, EnvRequirements
 from agents.tdmpc2.config import MODEL_SIZES, TDMPC2Config
 from agents.tdmpc2.cost import cpu_cost
 from agents.tdmpc2.multitask_config import MultiTaskConfig
-from agents.tdmpc2.paper import PAPER
+from agents.tdmpc2.paper import PAPER, PAPER_PIXELS
 
 # The reference bootstraps every episode end as a time limit (T31) and has no discrete
 # policy: fixed-length, continuous-control tasks only (docs/design.md §7.4). Images too
@@ -30,6 +30,7 @@ ENTRY = AgentEntry(
     launcher_fields=("model_size", "eval_episodes", "resolved"),
     tables=AgentTables(
         paper=PAPER,
+        more_papers=(PAPER_PIXELS,),  # DMC pixels: env.obs=image runs (protocol=paper)
         # What a run costs on a CPU under the composed config (seed steps, updates,
         # batch, horizon, planner samples x iterations, model size, envs, evaluation):
         # agents/tdmpc2/cost.py.

@@ -5,7 +5,7 @@ tdmpc2 --src reference_results``).
 
 The CSVs hold the mean return of 10 eval-mode episodes every 100K env frames (action
 repeat 2), seeds 1-3; budget 4M env frames, 14M for humanoid (and dog, which Playground
-lacks).
+lacks). Their DMC-pixels curves: :data:`PAPER_PIXELS`.
 """
 
 from __future__ import annotations
@@ -55,4 +55,34 @@ PAPER = PaperReference(
     metric="eval",
     budget_env_frames=4_000_000,
     budgets={t: 14_000_000 for t in ("humanoid_run", "humanoid_stand", "humanoid_walk")},
+)
+
+# The DMC-pixels curves (``obs=rgb`` in the reference: 64 x 64 renders, 3 stacked), added
+# upstream after b67b21c by 88095e7 (``results/tdmpc2-pixels/*.csv``, unchanged since; not
+# shipped: build with --src pointing at the reference checkout's ``results/`` folder). The
+# same ``step,reward,seed`` format as the state CSVs: ``step`` in env frames (action repeat
+# 2; the state files' dog-run ends at 14M for the README's ``steps=7000000``), ``reward``
+# the mean return of the eval-mode episodes (``eval_episodes: 10``, tdmpc2/config.yaml:10);
+# seeds 1-3, 21 points each at 0..2M env frames every 100K, on 12 tasks. The budget is that
+# span, 2M env frames = 1M agent steps: at 88095e7 tdmpc2/config.yaml:14 (``steps:
+# 10_000_000``) and README.md:85,112 (``obs=rgb``, no steps) name none for pixels.
+# Runs: ``env.obs=image protocol=paper protocol.n_timesteps=1000000``.
+PIXEL_TASKS: dict[str, str] = {
+    t: TASKS[t]
+    for t in (
+        "acrobot-swingup", "cartpole-swingup-sparse", "cheetah-run", "finger-spin",
+        "finger-turn-easy", "finger-turn-hard", "reacher-easy", "reacher-hard", "walker-run",
+        "walker-walk",
+    )
+}  # fmt: skip
+PAPER_PIXELS = PaperReference(
+    table="agents.tdmpc2:paper_curves_pixels.json",
+    source="nicklashansen/tdmpc2 88095e7 results/tdmpc2-pixels/*.csv",
+    reader="csv_per_task",
+    files="tdmpc2-pixels",
+    tasks=PIXEL_TASKS,
+    no_counterpart=("quadruped-run", "quadruped-walk"),  # Playground has no quadruped
+    metric="eval",
+    budget_env_frames=2_000_000,
+    obs="image",
 )
