@@ -1,6 +1,6 @@
-"""The DreamerV3 CPU learning checks' judge and table, read from a launcher run directory
-(issue 10; the checks run through the launcher, ``benchmarks/learning_checks.py`` prints
-these):
+"""The CPU learning checks' judge and table, read from a launcher run directory (DreamerV3's,
+issue 10, and TD-MPC2's pixel check, issue 48; the checks run through the launcher,
+``benchmarks/learning_checks.py`` prints these):
 
     .venv/bin/python benchmarks/learning_checks.py --judge cartpole RUN_DIR
     .venv/bin/python benchmarks/learning_checks.py --table RUN_DIR
@@ -9,6 +9,8 @@ these):
   seeds, >= 250 (the real reference: 312.7, its 5 seeds in [270, 347]; random: about 22).
 * ``pendulum`` (Pendulum-v1): the last eval return at or before 20,000 rows > -400 for
   every seed.
+* ``tdmpc2_pixel_point`` (issue 48): TD-MPC2 from 64 x 64 x 3 pixels on the point probe, the
+  window's pooled eval return > a bar that no policy blind to the image clears (below).
 * ``breakout_minatar`` and ``craftax_classic`` (issue 46; ``protocol=quick``'s agent
   settings, 2 seeds, 10 eval episodes per evaluation): the window's eval returns pooled
   over its evaluations and the seeds (the window mean averaged over seeds) > a bar above
@@ -71,6 +73,24 @@ DREAMERV3_CHECKS["breakout_minatar"] = dict(
 # (env.obs=image) under the vector check's protocol, window and bar. The bar stays: the
 # random policy never reads its observation, so its returns are the vector record's.
 DREAMERV3_CHECKS["breakout_minatar_image"] = dict(DREAMERV3_CHECKS["breakout_minatar"])
+
+# Issue 48's pixel check, fixed before its run. TD-MPC2 (protocol=quick's agent: size 1, batch
+# 64) on probe_pixel_point seen as 64 x 64 x 3 images (envs/probes.py): 5,000 rows evaluated
+# every 500, window [4k, 5k] = 3 evaluations x 2 seeds x 10 episodes = 60 pooled. The bar is
+# the larger of two policies' 99.9th-percentile window means, neither of which reads the image:
+# * uniform random (benchmarks/random_returns.py --envs probe_pixel_point --episodes 1000 --out
+#   results/random_probe_2026-12-06, seed 0; 9.006 +- 3.460): 10.3993 (random_spread);
+# * standing still, the best blind policy we know (the return is 20 (1 - |p0| / sqrt 2); a
+#   shift c of the start point raises E|p0 + c|, convex and symmetric in c, clipping aside):
+#   E|p0| = (sqrt 2 + asinh 1) / 3 and E|p0|^2 = 2/3 on the square give the mean 9.1785 and
+#   SD 4.0285 exactly, and 9.1785 + 3.0902 x 4.0285 / sqrt(60) = 10.7856 (normal approximation).
+# Reading the point off the pixels and moving straight to the centre scores about 19.3.
+BLIND_BARS: dict[str, dict[str, float]] = {
+    "tdmpc2_pixel_point": {"pooled": 60, "random": 10.3993, "still": 10.7856},
+}
+DREAMERV3_CHECKS["tdmpc2_pixel_point"] = dict(
+    window=(4_000, 5_000), threshold=10.7856, every_seed=False, strict=True
+)
 DREAMERV3_CHECKS["craftax_classic"] = dict(
     window=(35_000, 50_000),
     threshold=1.9125,

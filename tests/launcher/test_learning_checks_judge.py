@@ -12,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from analysis import learning_check as checks
@@ -200,3 +201,37 @@ def test_the_frozen_bars_are_the_recorded_random_episodes_spread():
         checks.DREAMERV3_CHECKS["breakout_minatar_image"]
         == checks.DREAMERV3_CHECKS["breakout_minatar"]
     )
+
+
+def test_the_pixel_checks_bar_is_what_no_blind_policy_clears():
+    """tdmpc2_pixel_point's bar (issue 48): the random record's bootstrap to 4 decimals, and
+    the still policy's closed form, itself checked against the probe env stepped with zero
+    actions (4,096 episodes: the mean within 4 of its standard errors, 4 x 4.03 / 64)."""
+    import jax
+    import jax.numpy as jnp
+
+    import envs
+
+    bars = checks.BLIND_BARS["tdmpc2_pixel_point"]
+    folder = Path(__file__).parents[2] / "results" / "random_probe_2026-12-06"
+    record = json.loads((folder / "probe_pixel_point.json").read_text())
+    assert round(checks.random_spread(record, int(bars["pooled"]))["return"], 4) == bars["random"]
+    mean_p = (math.sqrt(2.0) + math.asinh(1.0)) / 3.0
+    mean, sd = (
+        20 * (1 - mean_p / math.sqrt(2.0)),
+        20 / math.sqrt(2.0) * math.sqrt(2 / 3 - mean_p**2),
+    )
+    z = 3.090232306167813  # the normal 99.9th percentile
+    assert round(mean + z * sd / math.sqrt(bars["pooled"]), 4) == bars["still"]
+    spec = checks.DREAMERV3_CHECKS["tdmpc2_pixel_point"]
+    assert spec["threshold"] == max(bars["random"], bars["still"]) and spec["strict"]
+
+    env = envs.make("probe_pixel_point")
+    n = 4096
+    states = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), n))
+    step = jax.jit(jax.vmap(env.step))
+    total = np.zeros(n)
+    for _ in range(20):
+        states = step(states, jnp.zeros((n, 2)))
+        total += np.asarray(states.reward)
+    assert abs(total.mean() - mean) < 4 * sd / math.sqrt(n)
