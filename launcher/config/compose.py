@@ -11,6 +11,7 @@ the ``env`` group's options, generated from the env registry (no YAML per task).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -56,13 +57,33 @@ def _config_groups() -> str:
     """The help's group lines, ``group: option, ...`` for :data:`HELP_GROUPS` (read while
     Hydra prints the help, from its config loader)."""
     from hydra.core.global_hydra import GlobalHydra
+
+    return _group_lines(GlobalHydra.instance().config_loader())
+
+
+@functools.lru_cache(maxsize=1)
+def _group_lines(loader: Any) -> str:
+    """:func:`_config_groups` of one Hydra initialisation (``loader``: its config loader,
+    hashed by identity).
+
+    Not only the help reads them: OmegaConf dereferences an interpolated value whenever a
+    merge writes its key, so every compose evaluates ``hydra.help.template`` (when Hydra's
+    ``hydra/config`` node is merged in), and the loader's ``get_group_options`` builds a
+    config repository per call (a deep copy of the ConfigStore, the primary config loaded
+    again): six of them, ~0.25 s a compose. So one repository for the six groups, built as
+    ``get_group_options(group, config_name=CONFIG_NAME)`` builds it (Hydra 1.3's
+    ``ConfigLoaderImpl``; the public call where that method is missing), and one listing per
+    loader: a sweep's jobs composed in one initialisation list them once."""
     from hydra.core.object_type import ObjectType
 
-    loader = GlobalHydra.instance().config_loader()
+    make_repo = getattr(loader, "_parse_overrides_and_create_caching_repo", None)
+    if make_repo is not None:
+        listing = make_repo(CONFIG_NAME, [])[1].get_group_options
+    else:
+        listing = functools.partial(loader.get_group_options, config_name=CONFIG_NAME)
     lines = []
     for group in HELP_GROUPS:
-        options = loader.get_group_options(group, ObjectType.CONFIG, config_name=CONFIG_NAME)
-        options = sorted(options)
+        options = sorted(listing(group, ObjectType.CONFIG))
         name = "+sweep (with -m)" if group == "sweep" else group
         lines.append(f"{name}: {', '.join(options)}")
     return "\n".join(lines)

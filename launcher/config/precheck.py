@@ -122,7 +122,22 @@ def check_overrides(
         jobs = [job for batch in sweep_jobs(params, overrides) for job in batch]
     else:
         jobs = [list(overrides)]
-    return check_jobs(jobs, compose_all(jobs, hydra_node=True), multirun, budget)
+    if jobs == [_base_overrides([(text, parse(text)) for text in overrides])]:
+        configs = [base]  # group options only: the job's config is the one just composed
+    else:
+        configs = compose_all(jobs, hydra_node=True)
+    return check_jobs(jobs, configs, multirun, budget)
+
+
+def _base_overrides(parsed: Sequence[tuple[str, Any]]) -> list[str]:
+    """The overrides :func:`check_command` composes its config of, from ``(text, parsed)``
+    pairs: the group options (a sweep's first value), then the ``hydra*`` ones."""
+    groups = [first_choice(t, ov) for t, ov in parsed if _is_group(ov)]
+    return groups + [t for t, ov in parsed if ov.key_or_group.startswith("hydra")]
+
+
+def _is_group(ov: Any) -> bool:
+    return ov.key_or_group in GROUPS and ov.package is None
 
 
 def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
@@ -130,7 +145,7 @@ def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
     (each value of a sweep), and keys against the config of each sweep's first value.
     Returns that config (hydra node included); raises ConfigError."""
     parsed = [(text, parse(text)) for text in overrides]
-    groups, keys = [], []
+    keys = []
     for text, ov in parsed:
         name = ov.key_or_group
         if name.startswith("hydra"):
@@ -139,17 +154,14 @@ def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
             raise ConfigError(
                 f"{text}: a sweep (a,b,...) needs multirun: python -m launcher -m {text}"
             )
-        if name in GROUPS and ov.package is None:
+        if _is_group(ov):
             if not ov.is_delete():
                 options = group_options(name, overrides)
                 for value in _values(ov):
                     _check_group(name, value, options, overrides)
-            groups.append(text)
         elif not (ov.is_add() or ov.is_force_add() or ov.is_delete()):
             keys.append((text, name))
-    hydra_ovs = [t for t, ov in parsed if ov.key_or_group.startswith("hydra")]
-    group_only = [first_choice(t, ov) for t, ov in parsed if t in groups] + hydra_ovs
-    base = compose(group_only, hydra_node=True)
+    base = compose(_base_overrides(parsed), hydra_node=True)
     for _, key in keys:
         _check_key(base, key)
     params = base.hydra.sweeper.get("params") or {}

@@ -334,6 +334,39 @@ def test_every_documented_command_line_passes_the_pre_check(tmp_path, monkeypatc
     assert checked >= 8
 
 
+def test_the_help_groups_are_listed_once_per_hydra_initialisation():
+    """Every compose evaluates ``hydra.help.template`` (a merge dereferences it), so its group
+    lines are listed once per config loader (launcher.config.compose._group_lines): the three
+    jobs of one ``compose_all`` list them once, and the lines are the loader's own
+    ``get_group_options`` answer for each group."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
+
+    from launcher.config import compose as composing
+
+    composing.compose(["protocol=smoke"])  # the agents' schemas stored (composed apart)
+    before = composing._group_lines.cache_info().misses
+    composing.compose_all([["protocol=smoke"], ["protocol=quick"], ["env=pendulum"]])
+    assert composing._group_lines.cache_info().misses == before + 1
+    with composing._hydra_context():
+        loader = GlobalHydra.instance().config_loader()
+        lines = composing._config_groups().splitlines()
+        for group, line in zip(composing.HELP_GROUPS, lines, strict=True):
+            options = loader.get_group_options(group, ObjectType.CONFIG, config_name="config")
+            assert line.split(": ", 1)[1] == ", ".join(sorted(options)), group
+    assert "tdmpc2" in lines[0] and "walker_walk" in lines[1]
+
+
+def test_a_group_options_command_reuses_its_checked_config():
+    """``check_overrides`` of a command of group options only checks the config
+    ``check_command`` composed (no second compose): its RunSpec is the job composed alone."""
+    from launcher.config.compose import compose_spec
+
+    for overrides in (["agent=tdmpc2", "protocol=smoke"], ["env=pendulum", "protocol=smoke"]):
+        (spec,) = check_overrides(overrides)
+        assert spec == compose_spec(overrides), overrides
+
+
 def test_the_readme_says_which_agents_run():
     """Both agents run: the README's introduction shows each one's launcher command, says
     nothing is unimplemented, and both commands pass the pre-check."""
