@@ -70,23 +70,32 @@ def _group_lines(loader: Any) -> str:
     merge writes its key, so every compose evaluates ``hydra.help.template`` (when Hydra's
     ``hydra/config`` node is merged in), and the loader's ``get_group_options`` builds a
     config repository per call (a deep copy of the ConfigStore, the primary config loaded
-    again): six of them, ~0.25 s a compose. So one repository for the six groups, built as
-    ``get_group_options(group, config_name=CONFIG_NAME)`` builds it (Hydra 1.3's
-    ``ConfigLoaderImpl``; the public call where that method is missing), and one listing per
-    loader: a sweep's jobs composed in one initialisation list them once."""
-    from hydra.core.object_type import ObjectType
-
-    make_repo = getattr(loader, "_parse_overrides_and_create_caching_repo", None)
-    if make_repo is not None:
-        listing = make_repo(CONFIG_NAME, [])[1].get_group_options
-    else:
-        listing = functools.partial(loader.get_group_options, config_name=CONFIG_NAME)
+    again): six of them, ~0.25 s a compose. So one repository for the six groups
+    (:func:`_lister`), and one listing per loader: a sweep's jobs composed in one
+    initialisation list them once."""
+    listing = _lister(loader)
     lines = []
     for group in HELP_GROUPS:
-        options = sorted(listing(group, ObjectType.CONFIG))
+        options = sorted(listing(group))
         name = "+sweep (with -m)" if group == "sweep" else group
         lines.append(f"{name}: {', '.join(options)}")
     return "\n".join(lines)
+
+
+def _lister(loader: Any, overrides: Sequence[str] = ()) -> Any:
+    """``group -> option names`` as ``loader.get_group_options(group, config_name=CONFIG_NAME,
+    overrides=overrides)`` answers it, with one config repository for every group asked
+    (built as that call builds it: Hydra 1.3's ``ConfigLoaderImpl``; the public call, one
+    repository a group, where that method is missing)."""
+    from hydra.core.object_type import ObjectType
+
+    make_repo = getattr(loader, "_parse_overrides_and_create_caching_repo", None)
+    if make_repo is None:
+        return functools.partial(
+            loader.get_group_options, config_name=CONFIG_NAME, overrides=list(overrides)
+        )
+    repo = make_repo(CONFIG_NAME, list(overrides))[1]
+    return lambda group: repo.get_group_options(group, ObjectType.CONFIG)
 
 
 def register_resolvers() -> None:
@@ -175,16 +184,20 @@ def _integral(value: object) -> bool:
 def group_options(group: str, overrides: Sequence[str] = ()) -> list[str]:
     """The option names of a config group on the search path (``hydra.searchpath``
     overrides included), sorted; ``sweep`` lists ``+sweep=`` files."""
+    return group_listing([group], overrides)[group]
+
+
+def group_listing(groups: Sequence[str], overrides: Sequence[str] = ()) -> dict[str, list[str]]:
+    """:func:`group_options` of each of ``groups``, from one Hydra initialisation and one
+    config repository (a repository costs ~20 ms: :func:`_lister`)."""
     from hydra.core.global_hydra import GlobalHydra
 
     register_resolvers()
     store_sections()  # the env options are generated into the ConfigStore
     hydra_overrides = [o for o in overrides if o.lstrip("+~").startswith("hydra.searchpath")]
     with _hydra_context():
-        loader = GlobalHydra.instance().config_loader()
-        return sorted(
-            loader.get_group_options(group, config_name=CONFIG_NAME, overrides=hydra_overrides)
-        )
+        listing = _lister(GlobalHydra.instance().config_loader(), hydra_overrides)
+        return {group: sorted(listing(group)) for group in groups}
 
 
 def compose(overrides: Sequence[str] = (), *, hydra_node: bool = False) -> Any:

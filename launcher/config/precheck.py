@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from launcher.config.compose import compose, compose_all, group_options, hydra_message, job_config
+from launcher.config.compose import (
+    compose,
+    compose_all,
+    group_listing,
+    hydra_message,
+    job_config,
+)
 from launcher.config.schema import RUN_CONTROL, RunSpec
 from launcher.config.sweeper import job_label, sweep_jobs
 from launcher.config.validate import key_hint, resolve
@@ -145,7 +151,8 @@ def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
     (each value of a sweep), and keys against the config of each sweep's first value.
     Returns that config (hydra node included); raises ConfigError."""
     parsed = [(text, parse(text)) for text in overrides]
-    keys = []
+    chosen = [ov.key_or_group for _, ov in parsed if _is_group(ov) and not ov.is_delete()]
+    keys, listing = [], {}
     for text, ov in parsed:
         name = ov.key_or_group
         if name.startswith("hydra"):
@@ -156,9 +163,9 @@ def check_command(overrides: Sequence[str], multirun: bool = False) -> Any:
             )
         if _is_group(ov):
             if not ov.is_delete():
-                options = group_options(name, overrides)
+                listing = listing or group_listing(chosen, overrides)  # all groups at once
                 for value in _values(ov):
-                    _check_group(name, value, options, overrides)
+                    _check_group(name, value, listing[name], overrides)
         elif not (ov.is_add() or ov.is_force_add() or ov.is_delete()):
             keys.append((text, name))
     base = compose(_base_overrides(parsed), hydra_node=True)

@@ -337,8 +337,9 @@ def test_every_documented_command_line_passes_the_pre_check(tmp_path, monkeypatc
 def test_the_help_groups_are_listed_once_per_hydra_initialisation():
     """Every compose evaluates ``hydra.help.template`` (a merge dereferences it), so its group
     lines are listed once per config loader (launcher.config.compose._group_lines): the three
-    jobs of one ``compose_all`` list them once, and the lines are the loader's own
-    ``get_group_options`` answer for each group."""
+    jobs of one ``compose_all`` list them once, and the lines, like ``group_listing``'s
+    (one config repository for several groups), are the loader's own ``get_group_options``
+    answer for each group."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.object_type import ObjectType
 
@@ -351,9 +352,13 @@ def test_the_help_groups_are_listed_once_per_hydra_initialisation():
     with composing._hydra_context():
         loader = GlobalHydra.instance().config_loader()
         lines = composing._config_groups().splitlines()
-        for group, line in zip(composing.HELP_GROUPS, lines, strict=True):
-            options = loader.get_group_options(group, ObjectType.CONFIG, config_name="config")
-            assert line.split(": ", 1)[1] == ", ".join(sorted(options)), group
+        public = {
+            group: sorted(loader.get_group_options(group, ObjectType.CONFIG, config_name="config"))
+            for group in composing.HELP_GROUPS
+        }
+    for group, line in zip(composing.HELP_GROUPS, lines, strict=True):
+        assert line.split(": ", 1)[1] == ", ".join(public[group]), group
+    assert composing.group_listing(composing.HELP_GROUPS) == public
     assert "tdmpc2" in lines[0] and "walker_walk" in lines[1]
 
 
