@@ -6,9 +6,9 @@ in 2 chunks of 20-step episodes):
   SIGKILL after its second chunk trained and relaunched: its metrics rows equal the
   uninterrupted run's (the subprocesses load the program the in-process run compiled, from
   the session's persistent compilation cache);
-* ``launcher.evaluate RUN --video`` on the Breakout run: gymnax's MinAtar drawing;
-* ``python -m launcher agent=dreamerv3 env=craftax_classic protocol=smoke`` (symbolic,
-  1,345 floats an observation, 17 actions).
+* ``launcher.evaluate RUN --video`` on the Breakout run: gymnax's MinAtar drawing.
+
+Craftax-Classic's smoke through the command line is test_launcher_craftax_eval.py's run.
 """
 
 from __future__ import annotations
@@ -68,14 +68,3 @@ def test_breakout_minatar_episode_video(breakout, capsys):
         " frames at 10 fps -> " + str(run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4")
     )
     assert_episode_video(run_dir / "videos" / "step_40" / "seed_0_episode_0.mp4", steps + 1)
-
-
-def test_craftax_classic_smoke_through_the_command_line(tmp_path):
-    run_dir = tmp_path / "craftax"
-    args = ["agent=dreamerv3", "env=craftax_classic", "protocol=smoke", "logger=disabled"]
-    proc = launcher(*args, "logger.progress=false", f"hydra.run.dir={run_dir}", cwd=tmp_path)
-    assert "chunks:       2/2" in proc.stdout
-    train = train_rows(run_dir)
-    assert [r["timestep"] for r in train] == [20, 40]
-    assert train[-1]["Train/n_updates"] == 16 and np.isfinite(train[-1]["Train/loss"])
-    assert np.isfinite(rows(run_dir)[-1]["Eval/episodic mean reward"])
