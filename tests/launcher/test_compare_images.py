@@ -5,30 +5,18 @@ directories, as test_launcher_compare.py."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from paper_runs import fake_paper_run
 
 from analysis import paper_line
 from analysis.compare import judge_run, registered_identity
 
 AGENT = {"name": "dreamerv3", "entry": "agents.dreamerv3.entry:ENTRY"}
-PROVENANCE = {"git_sha": "a" * 40, "git_dirty": False, "backend": "cpu", "devices": ["cpu"]}
 
 
 def fake_run(path: Path, ident: dict, value: float) -> Path:
-    """A run dir whose every seed's training episodes score ``value`` every chunk."""
-    p = ident["protocol"]
-    (path / "metrics").mkdir(parents=True)
-    run = {"identity": ident, "config": {"agent": AGENT}, "provenance": PROVENANCE}
-    (path / "run.json").write_text(json.dumps(run))
-    rows = range(0, p["n_timesteps"] + 1, p["log_frequency"])
-    for seed in p["seeds"]:
-        lines = [
-            json.dumps({"kind": "train", "timestep": t, "Train/episodic mean reward": value})
-            for t in rows
-        ]
-        (path / "metrics" / f"seed_{seed}.jsonl").write_text("\n".join(lines) + "\n")
-    return path
+    return fake_paper_run(path, ident, AGENT, value, "train")
 
 
 def test_an_image_run_is_judged_against_the_vision_curves(tmp_path):

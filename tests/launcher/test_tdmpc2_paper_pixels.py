@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from paper_runs import fake_paper_run
 
 import envs
 from agents.tdmpc2.entry import ENTRY
@@ -28,7 +28,6 @@ from analysis.compare import judge_run, registered_identity
 REFERENCE_GIT = Path("/work/.mirror/nicklashansen+tdmpc2/repo")
 COMMIT = "88095e7"  # added results/tdmpc2-pixels/ (after b67b21c, the state CSVs' commit)
 AGENT = {"name": "tdmpc2", "entry": "agents.tdmpc2.entry:ENTRY"}
-PROVENANCE = {"git_sha": "a" * 40, "git_dirty": False, "backend": "cpu", "devices": ["cpu"]}
 
 
 def _git(*args: str) -> str:
@@ -91,19 +90,7 @@ def walker_level() -> float:
 
 
 def fake_run(path: Path, ident: dict, value: float) -> Path:
-    """A run dir whose every seed's evaluations score ``value`` every eval_frequency."""
-    p = ident["protocol"]
-    (path / "metrics").mkdir(parents=True)
-    run = {"identity": ident, "config": {"agent": AGENT}, "provenance": PROVENANCE}
-    (path / "run.json").write_text(json.dumps(run))
-    for seed in p["seeds"]:
-        rows = range(0, p["n_timesteps"] + 1, p["eval_frequency"])
-        lines = [
-            json.dumps({"kind": "eval", "timestep": t, "Eval/episodic mean reward": value})
-            for t in rows
-        ]
-        (path / "metrics" / f"seed_{seed}.jsonl").write_text("\n".join(lines) + "\n")
-    return path
+    return fake_paper_run(path, ident, AGENT, value, "eval")
 
 
 def test_an_image_run_is_judged_against_the_pixel_curves(tmp_path):
