@@ -50,6 +50,12 @@ from absl import logging as absl_logging  # noqa: E402
 
 absl_logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
 
+# WMRL_TEST_TIMING=FILE: a line per test phase with its JAX compile and lowering seconds
+# (tests/timing_log.py; docs/PERFORMANCE.md "Test suite time").
+if os.environ.get("WMRL_TEST_TIMING"):
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    pytest_plugins = ["timing_log"]
+
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
