@@ -245,15 +245,23 @@ def state_arrays(state: Any) -> dict[str, Any]:
 
 def tree_digest(root: Any) -> dict[str, str]:
     """``{relative path: sha256 of its bytes}`` of every file under ``root`` (directories
-    as ``"dir"``): a refused or no-op launch must leave it unchanged."""
+    as ``"dir"``, symbolic links as ``"-> target"``): a refused or no-op launch must leave
+    it unchanged. Links are not followed: W&B links each run's ``debug-core.log`` to its
+    service's log under ``~/.cache/wandb``, which any W&B process may append to."""
     import hashlib
+    import os
     from pathlib import Path
 
     root = Path(root)
     out = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
-        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        if path.is_symlink():
+            out[rel] = f"-> {os.readlink(path)}"
+        elif path.is_dir():
+            out[rel] = "dir"
+        else:
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
 
