@@ -5,9 +5,11 @@ Fixtures: ``fixtures/dreamerv3_train_{img,imgvec}*.npz``, written by
 CPU): the vector fixtures' tiny sizes (``conftest.py``) and continuous actions, with a 64x64x3
 uint8 ``image`` (``imgvec``: plus the 5-d ``vector``) and the CNNs of our 1m preset (depth 4,
 every other CNN setting at the reference's default: mults [1, 2, 3, 4, 4], kernel 5, minres 4,
-block_space 8, hidden_stoch). The CNN's arithmetic is the same at every depth, so the smallest
-depth tests it; the 12m model (depth 16) is pinned by its parameter counts
-(``test_structure.py``).
+block_space 8, hidden_stoch). ``img12``: the image alone through the CNNs of the 12m preset
+(depth 16, 643,208 parameters), one train call and two policy calls, without the post-step
+optimizer state (``gen_train_fixtures.SHORT_CASES``: the files' size limit; the optimizer's
+arithmetic is depth-independent and tested by the other cases). The full 12m model is pinned by
+its parameter counts (``test_structure.py``).
 
 Replayed exactly as ``test_parity.py`` does (three chained train calls from the reference's
 initial parameters with its draws and two-hot means, then four policy calls), through the
@@ -16,8 +18,10 @@ same :class:`tests.agents.dreamerv3.test_parity.Replay` with the observation dic
 
 Tolerances: ``test_parity.py``'s ``1e-5 + 1e-5 |ref|`` (float32, a different evaluation order
 a few hundred operations deep) wherever the image path adds only such depth: every CNN layer
-is a sum of ``k^2 C_in <= 400`` products, as deep as the vector model's 40- to 112-wide dense
-layers once XLA sums it in blocks. The image loss itself sums ``64 * 64 * 3 = 12288`` squared
+is a sum of ``k^2 C_in <= 400`` products (depth 16: ``<= 1600``), as deep as the vector
+model's 40- to 112-wide dense layers once XLA sums it in blocks: a blocked or pairwise float32
+sum of n products errs by about ``log2(n) eps`` of its magnitude, ``11 * 6e-8 < 1e-6`` at
+n = 1600. The image loss itself sums ``64 * 64 * 3 = 12288`` squared
 errors of about 0.08 each (sigmoid outputs against uniform pixels) to ~1000 per element; a
 float32 sum of n terms in any order is within ``n eps sum |terms|`` of the exact value and in
 XLA's pairwise/blocked order within ``log2(n) eps``-ish relative, ``14 * 6e-8 < 1e-6`` of it,
@@ -39,19 +43,26 @@ from agents.dreamerv3.world_model import Batch
 from tests.agents.dreamerv3 import test_parity as P
 from tests.agents.dreamerv3.conftest import tiny_config
 
-CASES = ("img", "imgvec")
+CASES = ("img", "imgvec", "img12")
+TRAIN_CALLS = {"img": P.CALLS, "imgvec": P.CALLS, "img12": 1}
+POLICY_CALLS = {"img": P.POLICY_CALLS, "imgvec": P.POLICY_CALLS, "img12": 2}
+DEPTH = {"img": 4, "imgvec": 4, "img12": 16}
+# (case, train call) pairs; the optimizer state is recorded for the full cases only
+CALLS = [(c, i) for c in CASES for i in range(TRAIN_CALLS[c])]
+OPT_CALLS = [(c, i) for c, i in CALLS if c != "img12"]
 
 
 def _load(case: str) -> dict[str, np.ndarray]:
     """One case's files (``P._load``'s glob ``..._img*`` would take ``imgvec``'s too)."""
     arrays: dict[str, np.ndarray] = {}
-    names = [f"dreamerv3_train_{case}.npz"] + [
-        f"dreamerv3_train_{case}_call{i}.npz" for i in range(3)
-    ]
+    names = [f"dreamerv3_train_{case}.npz"]
+    names += [p.name for p in sorted(P.FIXTURES.glob(f"dreamerv3_train_{case}_call*.npz"))]
     for name in names:
         with np.load(P.FIXTURES / name) as f:
             arrays.update({k: f[k] for k in f.files})
     assert str(arrays["meta/case"]) == case
+    n = len({k.split("/")[0] for k in arrays if k.startswith("call")})
+    assert n == TRAIN_CALLS[case], (case, n)
     return arrays
 
 
@@ -70,7 +81,7 @@ def replay(case: str) -> P.Replay:
     assert (cfg.deter_size, cfg.hidden_size, cfg.stoch, cfg.classes_size) == tuple(
         size(k) for k in ("deter", "hidden", "stoch", "classes")
     )
-    assert cfg.units_size == size("units") and cfg.cnn_depth_size == 4 == size("depth")
+    assert cfg.units_size == size("units") and cfg.cnn_depth_size == DEPTH[case] == size("depth")
     image = a["call0/data/image"]
     assert image.dtype == np.uint8 and image.shape[2:] == (64, 64, 3)
     vec = a["call0/data/vector"].shape[-1] if "call0/data/vector" in a else 0
@@ -81,7 +92,7 @@ def replay(case: str) -> P.Replay:
     r.step = jax.jit(step, static_argnums=0)
     r.states = [r.initial_state()]
     r.results = []
-    for i in range(P.CALLS):
+    for i in range(TRAIN_CALLS[case]):
         state, outs, metrics = r.step(
             r.nets, r.states[-1], r.batch(i), r.noise(i), r.means(i, "means")
         )
@@ -112,14 +123,11 @@ def _batch(r: P.Replay, i: int) -> Batch:
     )
 
 
-@pytest.fixture(scope="module", params=CASES)
-def rep(request) -> P.Replay:
-    return replay(request.param)
-
-
-def test_fixture_parameter_counts_and_names(rep: P.Replay) -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_parameter_counts_and_names(case: str) -> None:
     """Every recorded parameter maps onto ours with its shape, and the counts are the
-    reference's optimizer print (img 121,232; imgvec 133,477 trainable)."""
+    reference's optimizer print (img 121,232; imgvec 133,477; img12 643,208 trainable)."""
+    rep = replay(case)
     fresh = jax.eval_shape(rep.nets.init, jax.random.key(0))[0]
     ref, _ = rep.ref_tree("init/")
     assert jax.tree_util.tree_structure(ref) == jax.tree_util.tree_structure(fresh)
@@ -127,14 +135,15 @@ def test_fixture_parameter_counts_and_names(rep: P.Replay) -> None:
         assert P._get(jax.tree_util.tree_map(lambda x: np.zeros(x.shape), fresh), path).shape == (
             leaf.shape
         ), path
-    want = {"img": 121_232, "imgvec": 133_477}[str(rep.a["meta/case"])]
+    want = {"img": 121_232, "imgvec": 133_477, "img12": 643_208}[case]
     assert sum(v.size for v in P._leaves(ref).values()) == want
     assert len(P._sub(rep.a, "call0/grad/")) == len(P._leaves(ref))
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_loss_terms(rep: P.Replay, i: int) -> None:
+@pytest.mark.parametrize(("case", "i"), CALLS)
+def test_loss_terms(case: str, i: int) -> None:
     """Every per-element loss term, ``image`` included (the reference's outs are scaled)."""
+    rep = replay(case)
     outs, metrics = rep.results[i]
     scales = T.loss_scales(rep.nets)
     assert ("vector" in scales) == (rep.nets.obs_size > 0) and "image" in scales
@@ -149,37 +158,38 @@ def test_loss_terms(rep: P.Replay, i: int) -> None:
     P._close(metrics["activation/embed"], rep.a[f"call{i}/metrics/activation/embed"], "embed")
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_gradients_per_module(rep: P.Replay, i: int) -> None:
-    P.test_gradients_per_module(rep, i)
+@pytest.mark.parametrize(("case", "i"), CALLS)
+def test_gradients_per_module(case: str, i: int) -> None:
+    P.test_gradients_per_module(replay(case), i)
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_post_step_parameters_and_slow_critic(rep: P.Replay, i: int) -> None:
-    P.test_post_step_parameters_and_slow_critic(rep, i)
+@pytest.mark.parametrize(("case", "i"), CALLS)
+def test_post_step_parameters_and_slow_critic(case: str, i: int) -> None:
+    P.test_post_step_parameters_and_slow_critic(replay(case), i)
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_optimizer_state(rep: P.Replay, i: int) -> None:
-    P.test_optimizer_state(rep, i)
+@pytest.mark.parametrize(("case", "i"), OPT_CALLS)
+def test_optimizer_state(case: str, i: int) -> None:
+    P.test_optimizer_state(replay(case), i)
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_write_back_latents_and_carry(rep: P.Replay, i: int) -> None:
-    P.test_write_back_latents_and_carry(rep, i)
+@pytest.mark.parametrize(("case", "i"), CALLS)
+def test_write_back_latents_and_carry(case: str, i: int) -> None:
+    P.test_write_back_latents_and_carry(replay(case), i)
 
 
-@pytest.mark.parametrize("i", range(P.CALLS))
-def test_imagined_trajectory_and_returns(rep: P.Replay, i: int) -> None:
-    P.test_imagined_trajectory_and_returns(rep, i)
+@pytest.mark.parametrize(("case", "i"), CALLS)
+def test_imagined_trajectory_and_returns(case: str, i: int) -> None:
+    P.test_imagined_trajectory_and_returns(replay(case), i)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_policy_steps(case: str) -> None:
-    """Four chained policy calls on image observations (``P.test_policy_steps`` with the
-    observation dict), from the reference's params after train call 2."""
+    """Chained policy calls on image observations (``P.test_policy_steps`` with the
+    observation dict), from the reference's params after its last train call."""
     r = replay(case)
-    params = jax.tree_util.tree_map(jnp.asarray, r.ref_tree("call2/post/")[0])
+    last = TRAIN_CALLS[case] - 1
+    params = jax.tree_util.tree_map(jnp.asarray, r.ref_tree(f"call{last}/post/")[0])
     policy = jax.jit(T.policy_step, static_argnums=0)
     a = r.a
     c = P._sub(a, "policy0/carry_in/")
@@ -188,7 +198,7 @@ def test_policy_steps(case: str) -> None:
         stoch=jnp.asarray(c["stoch"], jnp.float32),
         prevact=jnp.asarray(c["prevact/action"], jnp.float32),
     )
-    for j in range(P.POLICY_CALLS):
+    for j in range(POLICY_CALLS[case]):
         p = f"policy{j}/"
         noise = T.PolicyNoise(
             post=jnp.asarray(a[p + "noise/post"]), act=jnp.asarray(a[p + "noise/act"])

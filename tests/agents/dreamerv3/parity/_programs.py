@@ -54,7 +54,7 @@ def _observations(rng, case, lead):
     out = {}
     if case in H.IMAGE_CASES:
         out["image"] = rng.integers(0, 256, (*lead, *H.IMAGE_SHAPE)).astype(np.uint8)
-    if case != "img":
+    if case not in H.IMAGE_ONLY_CASES:
         out["vector"] = (rng.normal(size=(*lead, 5)) * VEC_SCALE).astype(np.float32)
     return out
 

@@ -267,16 +267,18 @@ def assemble(case, agent, config, hashes, init, chain, grads, actor, compute_dty
     return a, report
 
 
-def split_files(case, arrays, stem="dreamerv3_train"):
+def split_files(case, arrays, stem="dreamerv3_train", by_part=False):
     """Fixture files of one case: everything in ``<stem>_<case>.npz`` except the
-    per-call post-step state and gradients, which go to ``..._call<i>.npz`` (size limit).
+    per-call post-step state and gradients, which go to ``..._call<i>.npz`` (size limit;
+    ``by_part``: ``..._call<i>_post.npz`` and ``..._call<i>_grad.npz``, for a large model).
     ``stem``: ``dreamerv3_train`` (float32) or ``dreamerv3_bf16_train`` (bfloat16; a name
     the float32 set's ``dreamerv3_train_<case>*`` pattern does not match)."""
     files: dict[str, dict] = {}
     for k, v in arrays.items():
         head, _, rest = k.partition("/")
-        if head.startswith("call") and rest.split("/")[0] in ("post", "grad"):
-            name = f"{stem}_{case}_{head}.npz"
+        part = rest.split("/")[0]
+        if head.startswith("call") and part in ("post", "grad"):
+            name = f"{stem}_{case}_{head}_{part}.npz" if by_part else f"{stem}_{case}_{head}.npz"
         else:
             name = f"{stem}_{case}.npz"
         files.setdefault(name, {})[k] = v

@@ -82,19 +82,23 @@ OVERRIDES = {
 }
 COMPUTE_DTYPES = ("float32", "bfloat16")
 # Image cases (issue 47): a 64x64x3 uint8 ``image`` key (``imgvec``: plus the 5-d ``vector``),
-# continuous actions, and the CNN depth of our 1m preset (4; the reference's size12m uses 16).
-# Kernel 5, mults [1, 2, 3, 4, 4], minres 4, outer and the decoder's block_space 8 stay at the
-# reference defaults, so the whole image path is the reference's own at a smaller depth.
+# continuous actions, and the CNN depth of our 1m preset (4); ``img12``: the image alone with
+# the CNN depth of the 12m preset (16, the reference's size12m). Kernel 5, mults
+# [1, 2, 3, 4, 4], minres 4, outer and the decoder's block_space 8 stay at the reference
+# defaults, so the whole image path is the reference's own at the presets' depths.
 IMAGE_SHAPE = (64, 64, 3)
-IMAGE_CASES = ("img", "imgvec")
-IMAGE_OVERRIDES = {"enc.simple.depth": 4, "dec.simple.depth": 4}
+IMAGE_CASES = ("img", "imgvec", "img12")
+IMAGE_ONLY_CASES = ("img", "img12")
+CNN_DEPTH = {"img": 4, "imgvec": 4, "img12": 16}
 
 
 def overrides(compute_dtype="float32", case=None):
     """``OVERRIDES`` with ``jax.compute_dtype`` set (the reference's default is bfloat16),
-    plus ``IMAGE_OVERRIDES`` for an image ``case``."""
+    plus the CNN depth (``CNN_DEPTH``) of an image ``case``."""
     assert compute_dtype in COMPUTE_DTYPES, compute_dtype
-    extra = IMAGE_OVERRIDES if case in IMAGE_CASES else {}
+    extra = {}
+    if case in IMAGE_CASES:
+        extra = {"enc.simple.depth": CNN_DEPTH[case], "dec.simple.depth": CNN_DEPTH[case]}
     return {**OVERRIDES, "jax.compute_dtype": compute_dtype, **extra}
 
 
@@ -149,12 +153,13 @@ def make_config(embodied, dreamerv3, logdir, compute_dtype="float32", case=None)
 
 def make_spaces(embodied, case):
     """Observation and action spaces; ``case`` is ``'cont'``, ``'disc'`` (``vector``),
-    ``'img'`` (``image`` uint8 64x64x3) or ``'imgvec'`` (both); image cases act as ``cont``."""
+    ``'img'`` / ``'img12'`` (``image`` uint8 64x64x3) or ``'imgvec'`` (both); image cases act
+    as ``cont``."""
     sp = embodied.Space
     obs = {}
     if case in IMAGE_CASES:
         obs["image"] = sp(np.uint8, IMAGE_SHAPE, 0, 255)
-    if case != "img":
+    if case not in IMAGE_ONLY_CASES:
         obs["vector"] = sp(np.float32, (5,))
     obs |= {
         "reward": sp(np.float32),
