@@ -10,11 +10,12 @@ episode:
   ``test_launcher_image_envs.py`` does for DreamerV3;
 * a DMC task from pixels, ``python -m launcher agent=tdmpc2 env=cartpole_balance env.obs=image
   protocol=smoke`` (frames drawn on the host, envs/pixels.py), through the command line's
-  ``main`` in this process.
+  ``main`` in this process, and killed and relaunched the same way as the probe.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 
 import numpy as np
@@ -62,13 +63,38 @@ def test_pixel_probe_killed_then_relaunched_is_bit_identical(pixel_run, tmp_path
     assert rows(run_dir) == rows(pixel_run.run_dir)
 
 
+DMC_PIXELS = ["agent=tdmpc2", "env=cartpole_balance", "env.obs=image", "protocol=smoke"]
+DMC_PIXELS += ["logger=disabled", "logger.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def dmc_pixel_run(tmp_path_factory):
+    """The DMC pixel smoke through the command line's ``main`` in this process: its run dir."""
+    run_dir = tmp_path_factory.mktemp("dmc_pixels") / "cartpole"
+    args = [*DMC_PIXELS, "hydra/job_logging=none", "hydra/hydra_logging=none"]
+    assert main([*args, f"hydra.run.dir={run_dir}"]) == 0
+    return run_dir
+
+
 @pytest.mark.slow
-def test_dmc_pixels_smoke_from_the_command_line(tmp_path, capsys):
-    run_dir = tmp_path / "cartpole"
-    args = ["agent=tdmpc2", "env=cartpole_balance", "env.obs=image", "protocol=smoke"]
-    args += ["logger=disabled", "hydra/job_logging=none", "hydra/hydra_logging=none"]
-    assert main([*args, f"hydra.run.dir={run_dir}"]) == 0, capsys.readouterr().err[-2000:]
-    train = [r for r in rows(run_dir) if r["kind"] == "train"]
+def test_dmc_pixels_smoke_from_the_command_line(dmc_pixel_run):
+    train = [r for r in rows(dmc_pixel_run) if r["kind"] == "train"]
     assert [r["timestep"] for r in train] == [20, 40]
     assert train[-1]["Train/n_updates"] > 0 and np.isfinite(train[-1]["Train/total_loss"])
-    assert np.isfinite(rows(run_dir)[-1]["Eval/episodic mean reward"])
+    assert np.isfinite(rows(dmc_pixel_run)[-1]["Eval/episodic mean reward"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("MUJOCO_GL") == "disable", reason="no OpenGL: apt-get install libosmesa6"
+)
+def test_dmc_pixels_killed_then_relaunched_is_bit_identical(dmc_pixel_run, tmp_path):
+    """Killed after its second chunk trained, relaunched: the frames drawn on the host after
+    the restore and the stacks rebuilt from the restored buffer give the uninterrupted rows."""
+    run_dir = tmp_path / "killed"
+    args = [*DMC_PIXELS, f"hydra.run.dir={run_dir}"]
+    # MUJOCO_GL="" leaves it unset in the launcher (real_agents drops empty values)
+    proc = launcher(*args, cwd=tmp_path, check=False, WMRL_KILL_AT="trained:2", MUJOCO_GL="")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    launcher(*args, cwd=tmp_path, MUJOCO_GL="")
+    assert rows(run_dir) == rows(dmc_pixel_run)
