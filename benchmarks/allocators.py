@@ -1,19 +1,24 @@
 """Which ``malloc`` makes XLA:CPU's train step fastest: time and peak memory per allocator.
 
     .venv/bin/python benchmarks/allocators.py [--sizes 1m 12m] [--reps 3] [--tcmalloc PATH]
-        [--variants glibc hugetlb nommap mimalloc tcmalloc] [--out allocators.json]
+        [--variants glibc hugetlb nommap mimalloc tcmalloc] [--image H W C] [--out allocators.json]
 
 Each variant runs ``dreamerv3_speed.py --skip-reference --seeds 0`` for one size at a time in
 a fresh process (one pinned thread, as there) with the variant's environment, and this script
 reads that process's peak resident set (``wait4``'s ``ru_maxrss``: the compile plus the timed
-train and policy steps). Variants (why they differ: ``launcher/loop/malloc.py``):
+train and policy steps); ``--image H W C``: the image model of ``dreamerv3_speed.py --image``.
+Variants (why they differ: ``launcher/loop/malloc.py``):
 
 - ``glibc``: glibc's defaults (``WMRL_MALLOC=default``), blocks over 32 MiB ``mmap``ed per call;
 - ``hugetlb``: ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (transparent huge pages);
 - ``nommap``: ``glibc.malloc.mmap_max=0`` with a 4 GiB ``trim_threshold`` and ``top_pad``
   (every block from the heap, kept after ``free``);
-- ``mimalloc``: ``LD_PRELOAD`` of the ``cmeel-mimalloc`` wheel's ``libmimalloc.so``;
+- ``mimalloc``: ``LD_PRELOAD`` of the ``cmeel-mimalloc`` wheel's ``libmimalloc.so`` with
+  mimalloc's own defaults (freed pages handed back after its purge delay);
 - ``mimalloc_nopurge``: the same with ``MIMALLOC_PURGE_DELAY=-1`` (freed pages kept);
+- ``mimalloc_nothp`` / ``mimalloc_nothp_nopurge``: either with ``MIMALLOC_ALLOW_THP=0``
+  (mimalloc turns transparent huge pages off for the process); the second is the
+  launcher's default;
 - ``tcmalloc``: ``LD_PRELOAD`` of ``--tcmalloc`` (e.g. Debian's ``libtcmalloc-minimal4``,
   unpacked with ``dpkg -x`` so the machine stays as a new user has it), skipped without it.
 """
@@ -42,12 +47,21 @@ _NOMMAP = ":".join(
 )
 
 
-VARIANTS = ("glibc", "hugetlb", "nommap", "mimalloc", "mimalloc_nopurge", "tcmalloc")
+VARIANTS = (
+    "glibc",
+    "hugetlb",
+    "nommap",
+    "mimalloc",
+    "mimalloc_nopurge",
+    "mimalloc_nothp",
+    "mimalloc_nothp_nopurge",
+    "tcmalloc",
+)
 
 
 def variant_env(name: str, tcmalloc: str | None) -> dict[str, str] | None:
     """The environment of one variant, or None where its library is missing here."""
-    base = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "GLIBC_TUNABLES")}
+    base = malloc.glibc_env(os.environ)  # no allocator setting of the launcher's kinds
     base[malloc.OPT_OUT] = "default"  # the child keeps exactly what is set here
     if name == "glibc":
         return base
@@ -61,6 +75,9 @@ def variant_env(name: str, tcmalloc: str | None) -> dict[str, str] | None:
     if name == "mimalloc_nopurge":  # freed memory never returned to the kernel
         env = variant_env("mimalloc", tcmalloc)
         return None if env is None else {**env, "MIMALLOC_PURGE_DELAY": "-1"}
+    if name.startswith("mimalloc_nothp"):  # no transparent huge pages for this process
+        env = variant_env(name.replace("_nothp", ""), tcmalloc)
+        return None if env is None else {**env, "MIMALLOC_ALLOW_THP": "0"}
     if name == "tcmalloc":
         if tcmalloc is None or not os.path.exists(tcmalloc):
             return None
@@ -77,6 +94,8 @@ def run_one(name: str, env: dict[str, str], size: str, args: argparse.Namespace)
             "--sizes", size, "--skip-reference", "--seeds", "0", "--reps", str(args.reps),
             "--k", str(args.k), "--policy-k", "5", "--core", str(args.core), "--out", str(out),
         ]  # fmt: skip
+        if args.image:
+            cmd += ["--image", *map(str, args.image)]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         text = proc.stdout.read().decode()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -103,6 +122,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=2)
     p.add_argument("--core", type=int, default=max(os.sched_getaffinity(0)))
     p.add_argument("--tcmalloc", default=None, help="a libtcmalloc_minimal.so.4 to compare")
+    p.add_argument("--image", type=int, nargs=3, default=None, metavar=("H", "W", "C"))
     p.add_argument("--out", default=None)
     args = p.parse_args()
     rep: dict = {"uptime_start": os.getloadavg(), "results": {}}

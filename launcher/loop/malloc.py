@@ -8,10 +8,16 @@ it: for a 400 MiB buffer ~97,000 minor faults, 0.14 s of kernel time in a 0.73 s
 ``benchmarks/allocators.py``, docs/PERFORMANCE.md "Allocators"):
 
 1. mimalloc from the ``cmeel-mimalloc`` wheel, a dependency of this package on Linux, so
-   every install has it (``LD_PRELOAD`` of its ``libmimalloc.so``): it keeps freed blocks
-   for reuse. As fast as tcmalloc on both train steps measured (0.541 vs 0.566 s, 4.83 vs
-   4.84 s) with 5-7% more peak memory, so it is preferred even where tcmalloc is installed:
-   one allocator for every user.
+   every install has it (``LD_PRELOAD`` of its ``libmimalloc.so``), with freed pages kept
+   (``MIMALLOC_PURGE_DELAY=-1``) and no transparent huge pages (``MIMALLOC_ALLOW_THP=0``):
+   :data:`MIMALLOC_KEEP`, each applied unless the environment sets it. With mimalloc's own
+   defaults a page freed for a second goes back to the kernel, and the kernel maps fresh
+   memory as 2 MiB huge pages; on a VM that hands freed memory to its host (this project's
+   Firecracker boxes) each such fault is a host fault, so a convolution's scratch reused
+   once per image train step, XLA's multi-GiB temp buffer (mimalloc returns blocks that
+   large at once) and the compiler's own heap were faulted in again and again: DreamerV3's
+   1m image step took 14.9 s (6.9 s with both settings), compiles took twice as long
+   (31 -> 16 s at 1m). Peak RSS is then the high-water mark (+20-30%).
 2. tcmalloc (Debian/Ubuntu package ``libtcmalloc-minimal4``), where the wheel is missing.
 3. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
    transparent huge pages: fewer faults, but the kernel still zeroes the pages (0.548 s,
@@ -37,6 +43,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 __all__ = [
+    "MIMALLOC_KEEP",
     "OPT_OUT",
     "TUNABLE",
     "fast_malloc_env",
@@ -49,6 +56,8 @@ TUNABLE = "glibc.malloc.hugetlb=1"
 OPT_OUT = "WMRL_MALLOC"  # =default keeps glibc's defaults
 # tcmalloc reports every allocation over 1 GiB on stderr (large models make one per call)
 QUIET = {"TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)}
+# mimalloc keeps freed pages and maps no huge pages (module docstring, 1.)
+MIMALLOC_KEEP = {"MIMALLOC_PURGE_DELAY": "-1", "MIMALLOC_ALLOW_THP": "0"}
 _TCMALLOC = (
     "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
     "/usr/lib/aarch64-linux-gnu/libtcmalloc_minimal.so.4",
@@ -114,8 +123,8 @@ def fast_malloc_env(
     if "malloc" in env.get("LD_PRELOAD", "") or "malloc.hugetlb" in env.get("GLIBC_TUNABLES", ""):
         return None
     mimalloc = mimalloc_library() if mimalloc == "auto" else mimalloc
-    if mimalloc is not None:
-        return {**env, "LD_PRELOAD": _preload(env, mimalloc)}
+    if mimalloc is not None:  # a mimalloc option the user set is kept
+        return {**MIMALLOC_KEEP, **env, "LD_PRELOAD": _preload(env, mimalloc)}
     tcmalloc = _tcmalloc() if tcmalloc == "auto" else tcmalloc
     if tcmalloc is not None:
         return {**env, **QUIET, "LD_PRELOAD": _preload(env, tcmalloc)}
@@ -130,7 +139,8 @@ def fast_malloc_env(
 def glibc_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without any allocator setting of :func:`fast_malloc_env`'s kinds: a process
     started with it runs on glibc's defaults (a reference run as its own launcher runs it)."""
-    out = {k: v for k, v in env.items() if k not in (*QUIET, "LD_PRELOAD", "GLIBC_TUNABLES")}
+    drop = (*QUIET, *MIMALLOC_KEEP, "LD_PRELOAD", "GLIBC_TUNABLES")
+    out = {k: v for k, v in env.items() if k not in drop}
     preload = [p for p in env.get("LD_PRELOAD", "").split(":") if p and "malloc" not in p]
     tunables = [t for t in env.get("GLIBC_TUNABLES", "").split(":") if t and "hugetlb" not in t]
     return (

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from launcher.loop.malloc import (
+    MIMALLOC_KEEP,
     OPT_OUT,
     QUIET,
     TUNABLE,
@@ -24,7 +25,7 @@ LINUX = dict(platform="linux", mimalloc=None, tcmalloc=None, glibc=(2, 36), thp=
 
 def run_fresh(code: str) -> tuple[str, dict[str, str]]:
     """(stdout, env) of ``python -c code`` started with no allocator setting of its own."""
-    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT)
+    drop = ("LD_PRELOAD", "GLIBC_TUNABLES", OPT_OUT, *MIMALLOC_KEEP)
     env = {k: v for k, v in os.environ.items() if k not in drop}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
@@ -35,7 +36,8 @@ def run_fresh(code: str) -> tuple[str, dict[str, str]]:
 def test_prefers_mimalloc_then_tcmalloc_and_keeps_other_preloads() -> None:
     both = {**LINUX, "mimalloc": MI, "tcmalloc": TC}
     assert fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **both) == {
-        "LD_PRELOAD": f"{MI}:/x/libfoo.so"
+        "LD_PRELOAD": f"{MI}:/x/libfoo.so",
+        **MIMALLOC_KEEP,
     }
     env = fast_malloc_env({"LD_PRELOAD": "/x/libfoo.so"}, **{**LINUX, "tcmalloc": TC})
     assert env == {"LD_PRELOAD": f"{TC}:/x/libfoo.so", **QUIET}
@@ -56,6 +58,19 @@ def test_the_reexeced_process_runs_on_mimalloc() -> None:
         "print(any('libmimalloc' in l for l in open('/proc/self/maps')))"
     )
     assert run_fresh(code)[0].strip() == "True"
+
+
+def test_mimalloc_keeps_freed_pages_without_huge_pages_unless_the_user_chose() -> None:
+    """Freed pages stay mapped and no huge pages (MIMALLOC_KEEP: the image steps and the
+    compiles refault them otherwise); an option already in the environment is the user's
+    choice and is left as it is."""
+    assert MIMALLOC_KEEP == {"MIMALLOC_PURGE_DELAY": "-1", "MIMALLOC_ALLOW_THP": "0"}
+    env = fast_malloc_env({}, **{**LINUX, "mimalloc": MI})
+    assert env == {"LD_PRELOAD": MI, "MIMALLOC_PURGE_DELAY": "-1", "MIMALLOC_ALLOW_THP": "0"}
+    env = fast_malloc_env({"MIMALLOC_ALLOW_THP": "1"}, **{**LINUX, "mimalloc": MI})
+    assert env == {"LD_PRELOAD": MI, "MIMALLOC_PURGE_DELAY": "-1", "MIMALLOC_ALLOW_THP": "1"}
+    tc = fast_malloc_env({}, **{**LINUX, "tcmalloc": TC})
+    assert not set(MIMALLOC_KEEP) & set(tc)  # only mimalloc reads them
 
 
 def test_falls_back_to_the_tunable_and_keeps_other_tunables() -> None:
@@ -84,11 +99,13 @@ def test_reexec_runs_the_same_command_with_the_setting() -> None:
     code = (
         "import os; from launcher.loop.malloc import reexec_with_fast_malloc, fast_malloc_env; "
         "again = fast_malloc_env(os.environ) is not None; reexec_with_fast_malloc(); "
-        "print(again, os.environ.get('LD_PRELOAD'), os.environ.get('GLIBC_TUNABLES'))"
+        "e = os.environ.get; print(again, e('LD_PRELOAD'), e('GLIBC_TUNABLES'), "
+        "e('MIMALLOC_PURGE_DELAY'), e('MIMALLOC_ALLOW_THP'))"
     )
     stdout, env = run_fresh(code)
     out, want = stdout.split(), fast_malloc_env(env) or {}
-    assert out == ["False", want.get("LD_PRELOAD", "None"), want.get("GLIBC_TUNABLES", "None")]
+    keys = ("LD_PRELOAD", "GLIBC_TUNABLES", *MIMALLOC_KEEP)
+    assert out == ["False", *(want.get(k, "None") for k in keys)]
 
 
 def test_reexec_keeps_the_arguments() -> None:
