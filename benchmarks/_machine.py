@@ -47,6 +47,7 @@ def machine_info() -> dict:
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
         "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""),
         "LD_PRELOAD": os.environ.get("LD_PRELOAD", ""),
+        **{k: v for k, v in os.environ.items() if k.startswith("MIMALLOC_")},
     }
 
 
