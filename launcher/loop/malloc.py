@@ -15,8 +15,8 @@ it: for a 400 MiB buffer ~97,000 minor faults, 0.14 s of kernel time in a 0.73 s
    memory as 2 MiB huge pages; on a VM that hands freed memory to its host (this project's
    Firecracker boxes) each such fault is a host fault, so a convolution's scratch reused
    once per image train step, XLA's multi-GiB temp buffer (mimalloc returns blocks that
-   large at once) and the compiler's own heap were faulted in again and again: DreamerV3's
-   1m image step took 14.9 s (6.9 s with both settings), compiles took twice as long
+   large at once) and the compiler's own heap were faulted in again and again: a 1m image
+   train step took 14.9 s (6.9 s with both settings), compiles took twice as long
    (31 -> 16 s at 1m). Peak RSS is then the high-water mark (+20-30%).
 2. tcmalloc (Debian/Ubuntu package ``libtcmalloc-minimal4``), where the wheel is missing.
 3. glibc >= 2.35 with ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` maps those blocks with
