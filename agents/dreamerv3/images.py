@@ -54,6 +54,7 @@ import jax.numpy as jnp
 
 from agents.common import NormedMLP, RMSNorm, dreamerv3_kernel_init, linear, symlog
 from agents.common.blocks import cast
+from agents.dreamerv3.convolution import conv_transpose
 from agents.dreamerv3.rssm import BlockLinear
 
 __all__ = [
@@ -84,7 +85,8 @@ class Conv(nn.Module):
     ``x [N, H, W, Cin] -> [N, H', W', features]`` (``H' = H / stride`` resp. ``H stride``).
     Kernel ``[k, k, Cin, features]`` (HWIO, fan-in ``k^2 Cin``, truncated normal, D23),
     bias zeros; both cast to ``dtype``. The transposed form is ``lax.conv_transpose``
-    without kernel flipping, as the reference calls it."""
+    without kernel flipping, as the reference calls it, with the kernel gradient of
+    :func:`~agents.dreamerv3.convolution.conv_transpose` on the CPU."""
 
     features: int
     kernel: int
@@ -100,10 +102,10 @@ class Conv(nn.Module):
         kernel = self.param("kernel", dreamerv3_kernel_init(self.outscale), shape)
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
         x, kernel, bias = (cast(v, self.dtype) for v in (x, kernel, bias))
-        strides = (self.stride, self.stride)
         if self.transpose:
-            y = jax.lax.conv_transpose(x, kernel, strides, "SAME", dimension_numbers=_DIMS)
+            y = conv_transpose(x, kernel, self.stride)
         else:
+            strides = (self.stride, self.stride)
             y = jax.lax.conv_general_dilated(x, kernel, strides, "SAME", dimension_numbers=_DIMS)
         y = y + bias
         if self.norm:
