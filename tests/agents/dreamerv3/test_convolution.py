@@ -92,3 +92,22 @@ def test_cpu_kernel_gradient_has_no_convolution() -> None:
         for f in (value, input_grad, kernel_grad)
     ]
     assert has_conv == [True, True, False]
+
+
+def test_under_vmap() -> None:
+    """Seeds are vmapped on accelerators: the custom gradient batches, and each member's
+    kernel gradient keeps the float32 bound of ``test_matches_lax``."""
+    kx, kk, kg = jax.random.split(jax.random.PRNGKey(1), 3)
+    x = jax.random.normal(kx, (2, 3, 7, 5, 2))  # 2 members of 3 images, 7 x 5 x 2
+    kernel = jax.random.normal(kk, (2, 5, 5, 2, 3))
+    g = jax.random.normal(kg, (2, 3, 14, 10, 3))
+    n = x.shape[1] * x.shape[2] * x.shape[3]
+
+    def kernel_grad(fn):
+        return jax.jit(jax.vmap(lambda x, k, g: jax.vjp(lambda b: fn(x, b, 2), k)[1](g)[0]))
+
+    got = kernel_grad(conv_transpose)(x, kernel, g)
+    want = kernel_grad(_lax_transpose)(x, kernel, g)
+    bound = kernel_grad(_lax_transpose)(jnp.abs(x), jnp.abs(kernel), jnp.abs(g))
+    np.testing.assert_array_less(np.abs(got - want), 2 * n * EPS * np.asarray(bound) + 1e-30)
+    assert float(jnp.abs(want[0] - want[1]).max()) > 1.0  # the members differ
