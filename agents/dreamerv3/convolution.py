@@ -14,8 +14,6 @@ XLA's own gradient (``lax.platform_dependent``), and so does stride 1, where XLA
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -67,11 +65,6 @@ def _kernel_grad_by_taps(x: jax.Array, g: jax.Array, kernel_shape: tuple, stride
     return jnp.stack([jnp.stack([tap(th, tw) for tw in range(kw)]) for th in range(kh)])
 
 
-def _on_cpu(cpu_fn: Callable, xla_fn: Callable, *args: jax.Array) -> Any:
-    """``cpu_fn(*args)`` on the CPU, ``xla_fn(*args)`` elsewhere."""
-    return jax.lax.platform_dependent(*args, cpu=cpu_fn, default=xla_fn)
-
-
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _strided_conv_transpose(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     return _lax_conv_transpose(x, kernel, stride)
@@ -91,7 +84,7 @@ def _transpose_bwd(stride: int, res: tuple, g: jax.Array) -> tuple[jax.Array, ja
     def cpu_gk(x: jax.Array, g: jax.Array) -> jax.Array:
         return _kernel_grad_by_taps(x, g, kernel.shape, stride).astype(kernel.dtype)
 
-    return gx, _on_cpu(cpu_gk, xla_gk, x, g)
+    return gx, jax.lax.platform_dependent(x, g, cpu=cpu_gk, default=xla_gk)
 
 
 _strided_conv_transpose.defvjp(_transpose_fwd, _transpose_bwd)
